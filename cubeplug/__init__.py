@@ -1,0 +1,90 @@
+"""cubeplug: a GPU compute runtime whose backends are plugins.
+
+``cubeplug.client()`` picks a backend (CUDA, OpenCL, WebGPU, the CPU reference, or any installed
+plugin) by argument, ``cubeplug.use()``, environment, config file or auto-selection. Importing
+cubeplug imports no GPU library and no backend module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cubeplug.core.errors import (
+    BackendUnavailableError,
+    BufferTooBig,
+    CompileError,
+    ConfigError,
+    CubeplugError,
+    DeviceLostError,
+    LaunchError,
+    OutOfMemoryError,
+    PluginError,
+    ValidationError,
+)
+from cubeplug.core.handle import Handle, Tensor
+from cubeplug.core.kernel import Buffer, CubeCount, ExecutionMode, Kernel, KernelId, Scalar
+from cubeplug.core.profile import ProfileDuration
+
+if TYPE_CHECKING:
+    from cubeplug.core.client import ComputeClient
+    from cubeplug.core.memory import MemoryUsage
+    from cubeplug.core.plugins import register_backend
+    from cubeplug.core.selection import Selector, client, parse_selector, use
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailableError",
+    "Buffer",
+    "BufferTooBig",
+    "CompileError",
+    "ComputeClient",
+    "ConfigError",
+    "CubeCount",
+    "CubeplugError",
+    "DeviceLostError",
+    "ExecutionMode",
+    "Handle",
+    "Kernel",
+    "KernelId",
+    "LaunchError",
+    "MemoryUsage",
+    "OutOfMemoryError",
+    "PluginError",
+    "ProfileDuration",
+    "Scalar",
+    "Selector",
+    "Tensor",
+    "ValidationError",
+    "__version__",
+    "client",
+    "parse_selector",
+    "register_backend",
+    "use",
+]
+
+# Names resolved on first use, so that `import cubeplug` stays cheap.
+_LAZY = {
+    "ComputeClient": "cubeplug.core.client",
+    "MemoryUsage": "cubeplug.core.memory",
+    "client": "cubeplug.core.selection",
+    "use": "cubeplug.core.selection",
+    "parse_selector": "cubeplug.core.selection",
+    "Selector": "cubeplug.core.selection",
+    "register_backend": "cubeplug.core.plugins",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cubeplug' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,1 @@
+"""Built-in backends; each registers through the ``cubeplug.backends`` entry-point group."""

@@ -1,0 +1,186 @@
+"""The CPU server: virtual streams on the core scheduler, work run by the worker thread."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from cubeplug.backends.cpu.compiler import DIALECTS, LaunchInfo, PythonProgram, compile_python
+from cubeplug.backends.cpu.storage import CpuStorage, memory_properties
+from cubeplug.backends.cpu.stream import WorkerQueue
+from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.config import Config
+from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
+from cubeplug.core.memory import SliceToken
+from cubeplug.core.scheduler import Scheduler
+from cubeplug.core.server import Compiled, ComputeServer
+
+#: What queued work holds of a handle: its slice token (keeping the memory reserved), offset, size.
+#: Never the user's Handle itself, which may be dropped while the work is queued.
+Binding = tuple[SliceToken, int, int]
+
+
+def _binding(handle: Handle) -> Binding:
+    return (handle.memory(), handle.start, handle.size)
+
+
+class CpuServer(ComputeServer):
+    """Runs ``python``-dialect kernels on numpy views, asynchronously, in submission order."""
+
+    dialects = DIALECTS
+    per_stream_memory = False
+
+    def __init__(self, storage: CpuStorage, config: Config | None = None, device: int = 0) -> None:
+        props = memory_properties()
+        caps = Capabilities(
+            dtypes=frozenset(DTYPES),
+            fp16=True,
+            fp64=True,
+            int64=True,
+            atomics=True,
+            dynamic_count=True,
+            max_alloc_bytes=props.max_page_size,
+            offset_alignment=1,
+        )
+        name = platform.processor() or platform.machine() or "host CPU"
+        info = DeviceInfo("cpu", device, name, vendor="host", driver=f"numpy {np.__version__}")
+        properties = {
+            "name": name,
+            "max_page_size": props.max_page_size,
+            "alignment": storage.alignment,
+            "total_memory": props.total_memory,
+        }
+        super().__init__(
+            backend="cpu",
+            info=info,
+            storage=storage,
+            memory_properties=props,
+            capabilities=caps,
+            config=config,
+            properties=properties,
+        )
+        self._pages = storage._pages
+        self.queue = WorkerQueue()
+        self.scheduler = Scheduler(self.queue.submit, max_streams=self.config.streaming.max_streams)
+
+    # ------------------------------------------------------------------ device access (worker side)
+    def _view(self, binding: Binding) -> np.ndarray:
+        """The bytes a binding covers, as a uint8 numpy array over the page."""
+        token, offset, size = binding
+        region = token.storage
+        start = region.offset + offset
+        return self._pages[region.id][start : start + size]
+
+    def _run_kernel(
+        self,
+        program: PythonProgram,
+        count: CubeCount,
+        buffers: tuple[Binding, ...],
+        scalars: list[Any],
+        count_binding: Binding | None,
+    ) -> None:
+        if count_binding is not None:
+            x, y, z = (int(v) for v in self._view(count_binding)[:12].view(np.uint32))
+            if x == 0 or y == 0 or z == 0:
+                return
+            dims = (x, y, z)
+        else:
+            dims = (count.x, count.y, count.z)
+        args: list[Any] = []
+        for is_buffer, index, dtype, vector in program.layout:
+            if is_buffer:
+                view = self._view(buffers[index]).view(dtype)
+                args.append(view.reshape(-1, vector) if vector > 1 else view)
+            else:
+                args.append(scalars[index])
+        program.fn(LaunchInfo(dims, program.cube_dim), *args)
+
+    def _run_write(self, binding: Binding, data: bytes) -> None:
+        self._view(binding)[:] = np.frombuffer(data, dtype=np.uint8)
+
+    def _run_read(self, bindings: list[Binding], future: Future[list[bytes]]) -> None:
+        try:
+            result = [bytearray(self._view(b)) for b in bindings]
+        except BaseException as e:
+            future.set_exception(e)
+            return
+        future.set_result(result)  # type: ignore[arg-type]
+
+    def _run_copy(self, src: Binding, dst: Binding) -> None:
+        self._view(dst)[:] = self._view(src)
+
+    # ------------------------------------------------------------------ primitives
+    def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> PythonProgram:
+        """Compile a ``python``-dialect source."""
+        return compile_python(kernel, dialect, mode)
+
+    def execute(
+        self,
+        stream_id: int,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: list[Any],
+    ) -> None:
+        """Queue the kernel on the stream; the task holds the bindings' memory until it has run."""
+        bindings = tuple([(h.memory(), h.start, h.size) for h in buffers])
+        task: tuple[Any, tuple[Any, ...]]
+        if count.handle is not None:
+            dyn = count.handle
+            count_binding = (dyn.memory(), dyn.start, 12)
+            task = (self._run_kernel, (compiled.program, count, bindings, scalars, count_binding))
+            self.scheduler.register(stream_id, task, (*buffers, dyn))
+        else:
+            task = (self._run_kernel, (compiled.program, count, bindings, scalars, None))
+            self.scheduler.register(stream_id, task, buffers)
+
+    def create(self, data: Any, stream_id: int) -> Handle:
+        """Fresh memory has no queued work on it, so the copy happens now, with no snapshot."""
+        view = self.as_bytes(data)
+        handle = self.empty(view.nbytes, stream_id)
+        if view.nbytes:
+            self._view((handle.memory(), 0, view.nbytes))[:] = np.frombuffer(view, dtype=np.uint8)
+        return handle
+
+    def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
+        """Queue a copy of a snapshot of ``data``."""
+        task = (self._run_write, (_binding(handle), bytes(data)))
+        self.scheduler.register(stream_id, task, (handle,))
+
+    def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
+        """Queue a read after the stream's work and submit it."""
+        future: Future[list[bytes]] = Future()
+        task = (self._run_read, ([_binding(h) for h in handles], future))
+        self.scheduler.register(stream_id, task, handles)
+        self.scheduler.flush(stream_id)
+        return future
+
+    def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
+        """Queue a copy between two handles."""
+        self.scheduler.register(stream_id, (self._run_copy, (_binding(src), _binding(dst))), (src, dst))
+
+    def flush(self, stream_id: int) -> None:
+        """Submit the stream's queued tasks to the worker."""
+        self.scheduler.flush(stream_id)
+        self.raise_async_error(self.queue.errors)
+
+    def sync(self, stream_id: int) -> None:
+        """Submit the stream's tasks and wait until the worker ran them."""
+        self.scheduler.flush(stream_id)
+        self.queue.fence().wait()
+        self.raise_async_error(self.queue.errors)
+
+    def sync_all(self) -> None:
+        """Submit every stream's tasks and wait until the worker ran them."""
+        self.scheduler.flush_all()
+        self.queue.fence().wait()
+        self.raise_async_error(self.queue.errors)
+
+    def close(self) -> None:
+        """Stop the worker thread."""
+        self.queue.close()

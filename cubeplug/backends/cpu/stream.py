@@ -1,0 +1,58 @@
+"""The CPU "device queue": a worker thread that runs submitted batches in order.
+
+The CPU backend has one queue, so it returns no EventStreamBackend and orders its virtual streams
+with the core scheduler. Running the work on a thread of its own makes it really asynchronous: a
+missing flush or a wrong cross-stream order shows up as a wrong result, as it would on a GPU.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+Task = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class WorkerQueue:
+    """Runs batches of ``(function, args)`` tasks in submission order on one thread."""
+
+    def __init__(self, name: str = "cubeplug-cpu") -> None:
+        self._queue: queue.SimpleQueue[list[Task] | None] = queue.SimpleQueue()
+        #: Exceptions raised by tasks, surfaced by the server at the next flush or sync.
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: list[Task]) -> None:
+        """Queue a batch; its tasks run after every batch submitted before it."""
+        self._queue.put(batch)
+
+    def fence(self) -> threading.Event:
+        """An event set once everything submitted so far has run."""
+        done = threading.Event()
+        self._queue.put([(done.set, ())])
+        return done
+
+    def close(self) -> None:
+        """Stop the worker after the work already submitted."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            batch = get()
+            if batch is None:
+                return
+            self._run_batch(batch)
+            # Drop the batch (and the memory its bindings hold) before waiting for the next one.
+            del batch
+
+    def _run_batch(self, batch: list[Task]) -> None:
+        for fn, args in batch:
+            try:
+                fn(*args)
+            except BaseException as e:  # surfaced at the next flush/sync
+                self.errors.append(e)

@@ -1,0 +1,148 @@
+"""The ``cuda`` and ``c`` dialects compiled with NVRTC through ``cupy.RawModule`` (DESIGN.md §5).
+
+A ``c`` source gets the shared prelude of :mod:`cubeplug.core.cdialect` and the kernel's defines;
+a ``cuda`` source is native CUDA C++ and gets only the defines. CuPy compiles for the architecture of
+the current device, caches the binary on disk (``~/.cupy/kernel_cache``) and the module in memory;
+the server's CompileCache keeps one :class:`CudaProgram` per KernelId on top. Failures raise
+CompileError with NVRTC's log, the numbered source as NVRTC saw it and the line of the first error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cubeplug.backends.cuda.device import on_device
+from cubeplug.backends.cuda.launch import ArgLayout, CupyLauncher, DriverLauncher, arg_layout
+from cubeplug.core.cdialect import defines_block, full_source
+from cubeplug.core.errors import CompileError, ConfigError
+from cubeplug.core.kernel import ExecutionMode, Kernel
+
+DIALECTS = ("cuda", "c")
+#: Options handed to NVRTC on top of CuPy's (C++17, its include paths, -arch for the device).
+NVRTC_OPTIONS: tuple[str, ...] = ("-DCUBEPLUG_CUDA=1",)
+_ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:\s*(.*)")
+
+
+@dataclass(frozen=True, eq=False)
+class CudaProgram:
+    """A compiled kernel: its launcher, the CuPy objects that keep the module loaded, its layout."""
+
+    name: str
+    entry: str
+    source: str
+    options: tuple[str, ...]
+    launch: Any
+    function: Any
+    module: Any
+    layout: ArgLayout
+    block: tuple[int, int, int]
+
+    @property
+    def launch_path(self) -> str:
+        """ "driver" or "cupy"."""
+        return str(self.launch.path)
+
+
+def source_for(kernel: Kernel, dialect: str) -> str:
+    """The full source NVRTC compiles for ``kernel`` in ``dialect``."""
+    src = kernel.sources[dialect]
+    if not isinstance(src, str):
+        raise CompileError(
+            f"a {dialect!r} source must be text, got {type(src).__name__}", backend="cuda", kernel=kernel.name
+        )
+    if dialect == "c":
+        return full_source(kernel, src, "cuda", fp16=True)
+    return defines_block(kernel.defines, kernel.cube_dim) + src
+
+
+def first_error(log: str) -> tuple[int | None, str]:
+    """(line, message) of the first error in an NVRTC log; line None when the log names none."""
+    for line in log.splitlines():
+        m = _ERROR_LINE.search(line)
+        if m:
+            return int(m.group(1)), m.group(2).strip()
+    for line in log.splitlines():
+        if line.strip():
+            return None, line.strip()
+    return None, "NVRTC reported an error with an empty log"
+
+
+def compile_cuda(
+    kernel: Kernel, dialect: str, mode: ExecutionMode, *, device: int = 0, launch: str = "auto"
+) -> CudaProgram:
+    """Compile ``kernel`` for ``device`` and build its launcher ("auto", "driver" or "cupy")."""
+    import cupy
+    from cupy.cuda.compiler import CompileException
+
+    source = source_for(kernel, dialect)
+    entry = kernel.entry_point
+    options = NVRTC_OPTIONS
+    with on_device(device):
+        module = cupy.RawModule(code=source, options=options)
+        try:
+            raw = module.get_function(entry)
+        except CompileException as e:
+            log = e.get_message()
+            line, message = first_error(log)
+            raise CompileError(
+                message,
+                backend="cuda",
+                kernel=kernel.name,
+                source=source,
+                log=log,
+                options=options,
+                line=line,
+                col=None,
+            ) from e
+        except Exception as e:
+            if "NOT_FOUND" in str(e):
+                raise CompileError(
+                    f"the source has no kernel named {entry!r}; declare it as KERNEL {entry}(...) in the c "
+                    f'dialect or extern "C" __global__ void {entry}(...) in cuda, or pass entry=',
+                    backend="cuda",
+                    kernel=kernel.name,
+                    source=source,
+                    log=str(e),
+                    options=options,
+                ) from e
+            raise CompileError(
+                f"{type(e).__name__}: {e}",
+                backend="cuda",
+                kernel=kernel.name,
+                source=source,
+                log=str(e),
+                options=options,
+            ) from e
+        function = raw.kernel
+    layout = arg_layout(kernel)
+    launcher = make_launcher(function, kernel.cube_dim, layout, launch)
+    return CudaProgram(
+        kernel.name, entry, source, options, launcher, function, module, layout, kernel.cube_dim
+    )
+
+
+def driver_available() -> bool:
+    """True when ``cuda.bindings.driver`` (cuda-python) imports."""
+    try:
+        from cuda.bindings import driver  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def make_launcher(function: Any, block: tuple[int, int, int], layout: ArgLayout, launch: str) -> Any:
+    """The launcher for a loaded function on the requested path."""
+    if launch == "cupy" or (launch == "auto" and not driver_available()):
+        return CupyLauncher(function, block, layout)
+    try:
+        return DriverLauncher(int(function.ptr), block, layout)
+    except ImportError as e:
+        if launch == "driver":
+            raise ConfigError(
+                "[backends.cuda] launch = 'driver' needs cuda-python (cuda.bindings), which does not import",
+                key="launch",
+                allowed="auto, cupy",
+            ) from e
+        return CupyLauncher(function, block, layout)

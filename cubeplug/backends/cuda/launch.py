@@ -1,0 +1,154 @@
+"""Kernel launchers: CuPy's ``Function`` or the driver's ``cuLaunchKernel``, arguments built once.
+
+Everything about a kernel's arguments that does not change between launches is computed when it is
+compiled (:func:`arg_layout`): the order of buffers and scalars among the declared params and, for
+the driver path, a :class:`struct.Struct` that packs one launch's values into a parameter block of
+8-byte slots whose addresses are fixed. ``cuLaunchKernel`` copies the values at the call, so the
+block is reused by the next launch. A launch then costs one pack and one driver call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cubeplug.core.errors import LaunchError
+from cubeplug.core.kernel import Buffer, Kernel
+
+#: struct codes of a scalar in an 8-byte slot (pointers are ``Q``), little-endian, standard sizes.
+SLOT_CODES = {
+    "f16": "e6x",
+    "f32": "f4x",
+    "f64": "d",
+    "i8": "b7x",
+    "i16": "h6x",
+    "i32": "i4x",
+    "i64": "q",
+    "u8": "B7x",
+    "u16": "H6x",
+    "u32": "I4x",
+    "u64": "Q",
+    "bool": "?7x",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ArgLayout:
+    """Where each declared param comes from, and how the driver path packs them."""
+
+    #: Per declared param, its index in ``(*buffer_pointers, *scalars)``; None when that is the order.
+    order: tuple[int, ...] | None
+    #: Packs the values, in declared order, into 8-byte slots.
+    packer: struct.Struct
+    nargs: int
+
+
+def arg_layout(kernel: Kernel) -> ArgLayout:
+    """The argument layout of a kernel, computed once per compiled kernel."""
+    nbuf = len(kernel.buffer_params)
+    order: list[int] = []
+    codes = ["<"]
+    b = s = 0
+    for p in kernel.params:
+        if isinstance(p, Buffer):
+            order.append(b)
+            b += 1
+            codes.append("Q")
+        else:
+            order.append(nbuf + s)
+            s += 1
+            codes.append(SLOT_CODES[p.dtype])
+    ordered = tuple(order)
+    identity = ordered == tuple(range(len(ordered)))
+    return ArgLayout(None if identity else ordered, struct.Struct("".join(codes)), len(ordered))
+
+
+def arrange(layout: ArgLayout, pointers: list[Any], scalars: Sequence[Any]) -> list[Any]:
+    """The launch values in declared order."""
+    values = pointers + list(scalars) if scalars else pointers
+    order = layout.order
+    return values if order is None else [values[i] for i in order]
+
+
+class CupyLauncher:
+    """Launches through ``cupy.cuda.function.Function`` (the object behind ``RawKernel``)."""
+
+    path = "cupy"
+
+    def __init__(self, function: Any, block: tuple[int, int, int], layout: ArgLayout) -> None:
+        from cupy.cuda import function as cf
+
+        self._call = function.__call__
+        self._block = block
+        self._layout = layout
+        # CIntptr passes a pointer by value with no dtype inference; numpy's uint64 is the fallback.
+        self._wrap: Callable[[int], Any] = getattr(cf, "CIntptr", None) or _uint64()
+
+    def __call__(
+        self, stream: Any, grid: tuple[int, int, int], pointers: list[int], scalars: Sequence[Any]
+    ) -> None:
+        """Queue one launch on ``stream`` (an object with ``.ptr``)."""
+        wrap = self._wrap
+        args = arrange(self._layout, [wrap(p) for p in pointers], scalars)
+        self._call(grid, self._block, args, 0, stream)
+
+
+class DriverLauncher:
+    """Launches through ``cuda.bindings.driver.cuLaunchKernel`` with a reused parameter block."""
+
+    path = "driver"
+
+    def __init__(self, function_ptr: int, block: tuple[int, int, int], layout: ArgLayout) -> None:
+        from cuda.bindings import driver
+
+        self._driver = driver
+        self._launch = driver.cuLaunchKernel
+        self._function = driver.CUfunction(function_ptr)
+        self._block = block
+        self._layout = layout
+        n = max(1, layout.nargs)
+        self._block_mem = ctypes.create_string_buffer(8 * n)
+        base = ctypes.addressof(self._block_mem)
+        self._slots = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+        self._params = ctypes.addressof(self._slots) if layout.nargs else 0
+        self._lock = threading.Lock()
+
+    def stream_handle(self, ptr: int) -> Any:
+        """The driver's handle for a stream pointer (cache it per stream)."""
+        return self._driver.CUstream(ptr)
+
+    def __call__(
+        self, stream: Any, grid: tuple[int, int, int], pointers: list[int], scalars: Sequence[Any]
+    ) -> None:
+        """Pack the values into the parameter block and queue one launch on ``stream``."""
+        values = arrange(self._layout, pointers, scalars)
+        bx, by, bz = self._block
+        with self._lock:
+            self._layout.packer.pack_into(self._block_mem, 0, *values)
+            err = self._launch(
+                self._function, grid[0], grid[1], grid[2], bx, by, bz, 0, stream.cu, self._params, 0
+            )[0]
+        if err:
+            raise LaunchError(
+                f"cuLaunchKernel failed: {driver_error(self._driver, err)} (grid {grid}, block {self._block})"
+            )
+
+
+def driver_error(driver: Any, err: Any) -> str:
+    """A driver error code as ``NAME: description``."""
+    try:
+        name = driver.cuGetErrorName(err)[1].decode()
+        text = driver.cuGetErrorString(err)[1].decode()
+        return f"{name}: {text}"
+    except Exception:
+        return f"CUresult {int(err)}"
+
+
+def _uint64() -> Callable[[int], Any]:
+    import numpy as np
+
+    return np.uint64

@@ -1,0 +1,570 @@
+"""The CUDA server: launches on CUDA streams, pinned transfers, pitched tensors, device timing.
+
+Every operation resolves its stream through the core MultiStream first: memory of another stream
+that has queued work makes this stream wait on that stream's event (on the device), and stays pinned
+until the operation completed. Buffers are bound as ``page address + slice offset + view offset``.
+Host transfers go through pinned blocks (:mod:`.staging`) with asynchronous copies on the stream;
+a source that already is pinned (a ``reserve_staging`` buffer) is copied by DMA directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from cubeplug.backends.cuda.compiler import DIALECTS, CudaProgram, compile_cuda, driver_available
+from cubeplug.backends.cuda.device import DeviceGuard, query
+from cubeplug.backends.cuda.layout import Rows, pitched_rows, pitched_strides
+from cubeplug.backends.cuda.options import parse_options
+from cubeplug.backends.cuda.staging import PinnedBuffer, PinnedPool, host_address
+from cubeplug.backends.cuda.storage import CudaStorage
+from cubeplug.backends.cuda.stream import Completer, CudaStream, CudaStreams, EventFuture, map_cuda_error
+from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.config import Config
+from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
+from cubeplug.core.handle import Handle, Tensor, contiguous_strides
+from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.server import Compiled, ComputeServer
+from cubeplug.core.storage import MemoryProperties
+from cubeplug.core.stream import MultiStream, current_stream_id
+
+#: Byte alignment required of a bound view's offset: covers every scalar and float4/int4/double2.
+OFFSET_ALIGNMENT = 16
+#: Sources this large and larger are checked for being pinned by someone else (cudaPointerGetAttributes).
+_PINNED_PROBE_BYTES = 1 << 20
+_H2D, _D2H, _D2D, _DEFAULT = 1, 2, 3, 4
+
+
+class CudaServer(ComputeServer):
+    """Runs ``cuda`` and ``c`` kernels on one CUDA device through CuPy's runtime bindings."""
+
+    dialects = DIALECTS
+    per_stream_memory = True
+
+    def __init__(
+        self,
+        storage: CudaStorage,
+        streams: CudaStreams | None = None,
+        config: Config | None = None,
+        device: int = 0,
+    ) -> None:
+        import cupy
+        from cupy.cuda import runtime
+
+        config = config or Config()
+        self.options = parse_options(config.backend_options("cuda"))
+        streams = streams or CudaStreams(device)
+        self.guard: DeviceGuard = streams._guard
+        self.guard()
+        props = query(device)
+        page = self.options.page_size(props.total_memory)
+        memory_properties = MemoryProperties(page, storage.alignment, props.total_memory)
+        capabilities = Capabilities(
+            dtypes=frozenset(DTYPES),
+            multi_queue=True,
+            device_timing=True,
+            fp16=True,
+            fp64=True,
+            int64=True,
+            atomics=True,
+            dynamic_count=True,
+            staging=True,
+            pitched_tensors=self.options.pitch_alignment > 0,
+            max_alloc_bytes=props.total_memory,
+            offset_alignment=OFFSET_ALIGNMENT,
+            max_cube_dim=props.max_block_dim,
+            max_cube_threads=props.max_threads_per_block,
+        )
+        launch_path = "cupy" if self.options.launch == "cupy" or not driver_available() else "driver"
+        info = DeviceInfo(
+            "cuda",
+            device,
+            props.name,
+            vendor="NVIDIA",
+            driver=f"CUDA driver {props.driver_version}, runtime {props.runtime_version}",
+        )
+        properties = {
+            **props.as_dict(),
+            "max_page_size": page,
+            "alignment": storage.alignment,
+            "offset_alignment": OFFSET_ALIGNMENT,
+            "pitch_alignment": self.options.pitch_alignment,
+            "launch_path": launch_path,
+            "cupy_version": cupy.__version__,
+        }
+        super().__init__(
+            backend="cuda",
+            info=info,
+            storage=storage,
+            memory_properties=memory_properties,
+            capabilities=capabilities,
+            config=config,
+            properties=properties,
+        )
+        self.device = device
+        self.device_properties = props
+        self.storage: CudaStorage = storage
+        self.streams = streams
+        self.multistream: MultiStream[CudaStream, Any] = MultiStream(
+            streams, self.config.streaming.max_streams
+        )
+        self._ptrs = storage.ptrs
+        self._rt = runtime
+        self._memcpy = runtime.memcpyAsync
+        self._memcpy2d = runtime.memcpy2DAsync
+        self.pinned = PinnedPool(
+            lambda n: runtime.hostAlloc(n, 0), runtime.freeHost, self.options.pinned_pool_bytes
+        )
+        self._count_block = self.pinned.allocate(64)
+        self._completer = Completer()
+        self._errors: list[BaseException] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------ helpers
+    def _ptr(self, handle: Handle) -> int:
+        """The device address of a handle's first byte."""
+        region = handle.memory().storage
+        return self._ptrs[region.id] + region.offset + handle.start
+
+    def _state(self, stream_id: int) -> CudaStream:
+        return self.multistream.streams.get(stream_id).stream
+
+    def _raise_errors(self) -> None:
+        for errors in (self.multistream.gc.errors, self._errors):
+            if errors:
+                first = errors[0]
+                errors.clear()
+                if isinstance(first, CubeplugError):
+                    raise first
+                raise LaunchError(
+                    f"queued work failed on {self.info}: {type(first).__name__}: {first}"
+                ) from first
+
+    def _is_pinned(self, address: int, nbytes: int) -> bool:
+        if self.pinned.contains(address, nbytes):
+            return True
+        if nbytes < _PINNED_PROBE_BYTES:
+            return False
+        try:
+            return int(self._rt.pointerGetAttributes(address).type) == 1  # cudaMemoryTypeHost
+        except Exception:
+            return False
+
+    def cursor(self, stream_id: int) -> int:
+        """How many operations the stream issued."""
+        return self.multistream.streams.get(stream_id).cursor
+
+    # ------------------------------------------------------------------ compile and launch
+    def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> CudaProgram:
+        """Compile with NVRTC for this device and build the kernel's launcher."""
+        self.guard()
+        return compile_cuda(kernel, dialect, mode, device=self.device, launch=self.options.launch)
+
+    def execute(
+        self,
+        stream_id: int,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: list[Any],
+    ) -> None:
+        """Queue a launch: pointers with offsets applied, after the buffers' other streams."""
+        self.guard()
+        ptrs = self._ptrs
+        pointers = []
+        try:
+            for h in buffers:
+                region = h._memory.storage  # type: ignore[union-attr]
+                pointers.append(ptrs[region.id] + region.offset + h.start)
+        except AttributeError:
+            raise ValidationError("a buffer handle was dropped with .drop(); create a new handle") from None
+        if count.handle is not None:
+            grid = self._dynamic_grid(stream_id, count.handle)
+            if grid is None:
+                return
+        else:
+            grid = (count.x, count.y, count.z)
+        program: CudaProgram = compiled.program
+        ms = self.multistream
+        if ms.update_shared_bindings(stream_id, buffers) is None:
+            # Fast path: every buffer is this stream's or already synced with; no event, no pinning.
+            state = ms.streams.get(stream_id)
+            state.cursor += 1
+            self._launch(program, state.stream, grid, pointers, scalars)
+            return
+        with ms.resolve(stream_id, buffers) as res:
+            self._launch(program, res.stream, grid, pointers, scalars)
+
+    def _launch(
+        self,
+        program: CudaProgram,
+        stream: CudaStream,
+        grid: tuple[int, int, int],
+        pointers: list[int],
+        scalars: list[Any],
+    ) -> None:
+        try:
+            program.launch(stream, grid, pointers, scalars)
+        except CubeplugError:
+            raise
+        except Exception as e:
+            raise self._launch_error(program, grid, e) from e
+
+    def _launch_error(
+        self, program: CudaProgram, grid: tuple[int, int, int], error: Exception
+    ) -> CubeplugError:
+        limits = self.device_properties.max_grid_dim
+        if any(g > m for g, m in zip(grid, limits, strict=True)):
+            return LaunchError(
+                f"kernel {program.name!r}: cube count {grid} exceeds this device's limits {limits}; "
+                f"split the work or fold it into fewer cubes"
+            )
+        return map_cuda_error(error, f"launching kernel {program.name!r} with cube count {grid}")
+
+    def _dynamic_grid(self, stream_id: int, handle: Handle) -> tuple[int, int, int] | None:
+        """Read the three u32 of a dynamic count (CUDA has no indirect launch): a 12-byte download."""
+        src = self._ptr(handle)
+        block = self._count_block
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            self._memcpy(block.ptr, src, 12, _D2H, res.stream.ptr)
+            self.streams.wait_event_sync(self.streams.flush(res.stream))
+            x, y, z = (int(v) for v in block.array[:12].view(np.uint32))
+        if x == 0 or y == 0 or z == 0:
+            return None
+        return (x, y, z)
+
+    # ------------------------------------------------------------------ transfers
+    def _h2d(self, stream: CudaStream, dst: int, src: int, n: int, rows: Rows | None) -> None:
+        if rows is None:
+            self._memcpy(dst, src, n, _H2D, stream.ptr)
+        else:
+            self._memcpy2d(dst, rows.pitch, src, rows.width, rows.width, rows.height, _H2D, stream.ptr)
+
+    def _upload(self, stream: CudaStream, dst: int, view: memoryview, rows: Rows | None = None) -> None:
+        """Copy host bytes to ``dst`` on ``stream``; ``view`` may be reused when this returns."""
+        n = view.nbytes
+        src = host_address(view)
+        if self._is_pinned(src, n):
+            # DMA straight from the caller's pinned buffer; wait so that it may be reused at once.
+            self._h2d(stream, dst, src, n, rows)
+            self.streams.wait_event_sync(self.streams.flush(stream))
+        elif n <= self.options.staging_max_bytes:
+            block = self.pinned.take(n)
+            block.array[:n] = np.frombuffer(view, dtype=np.uint8)
+            self._h2d(stream, dst, block.ptr, n, rows)
+            self.pinned.give(block, self.streams.flush(stream))
+        else:
+            # Large pageable source: the driver stages it and returns once it may be reused.
+            self._h2d(stream, dst, src, n, rows)
+
+    def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
+        """Queue a copy of host bytes into a handle's region, through pinned memory."""
+        n = data.nbytes
+        if n == 0:
+            return
+        if n > handle.size:
+            raise ValidationError(f"cannot write {n} B into a view of {handle.size} B")
+        self.guard()
+        dst = self._ptr(handle)
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            self._upload(res.stream, dst, data)
+
+    def create(self, data: Any, stream_id: int) -> Handle:
+        """A handle holding a copy of host data, or of a device array (a device-to-device copy)."""
+        cai = getattr(data, "__cuda_array_interface__", None)
+        if cai is not None:
+            return self._create_from_device(data, cai, stream_id)
+        return super().create(data, stream_id)
+
+    def _device_source(self, cai: dict[str, Any]) -> tuple[int, tuple[int, ...], np.dtype[Any], Any]:
+        shape = tuple(int(s) for s in cai["shape"])
+        dtype = np.dtype(cai["typestr"])
+        strides = cai.get("strides")
+        if strides is not None:
+            expect = tuple(s * dtype.itemsize for s in contiguous_strides(shape))
+            if any(n > 1 and s != e for n, s, e in zip(shape, strides, expect, strict=False)):
+                raise ValidationError(
+                    f"create() takes C-contiguous device arrays; this one has strides {tuple(strides)} "
+                    f"for shape {shape}; pass cupy.ascontiguousarray(x)"
+                )
+        return int(cai["data"][0]), shape, dtype, cai.get("stream")
+
+    def _after_producer(self, stream: CudaStream, producer: Any) -> None:
+        """Order ``stream`` after the producer stream named by a __cuda_array_interface__."""
+        if not producer:
+            return
+        try:
+            event = self.streams.event()
+            self._rt.eventRecord(event.ptr, int(producer))
+            self.streams.wait_event(stream, event)
+        except self._rt.CUDARuntimeError:  # a stream of another device: wait on the host instead
+            self._rt.streamSynchronize(int(producer))
+
+    def _create_from_device(self, obj: Any, cai: dict[str, Any], stream_id: int) -> Handle:
+        src, shape, dtype, producer = self._device_source(cai)
+        n = math.prod(shape) * dtype.itemsize
+        handle = self.empty(n, stream_id)
+        if n == 0:
+            return handle
+        self.guard()
+        dst = self._ptr(handle)
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            self._after_producer(res.stream, producer)
+            self._memcpy(dst, src, n, _DEFAULT, res.stream.ptr)
+            self.multistream.gc.register(self.streams.flush(res.stream), obj)
+        return handle
+
+    def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
+        """A future of each handle's bytes: async copies into a pinned block, completed by an event."""
+        sizes = [h.size for h in handles]
+        total = sum(sizes)
+        if total == 0:
+            done: Future[list[bytes]] = Future()
+            done.set_result([bytearray() for _ in handles])  # type: ignore[misc]
+            return done
+        self.guard()
+        srcs = [self._ptr(h) for h in handles]
+        with self.multistream.resolve(stream_id, handles) as res:
+            stream = res.stream
+            if total > self.options.staging_max_bytes:
+                return self._read_pageable(stream, srcs, sizes)
+            block = self.pinned.take(total)
+            offset = 0
+            for src, n in zip(srcs, sizes, strict=True):
+                if n:
+                    self._memcpy(block.ptr + offset, src, n, _D2H, stream.ptr)
+                offset += n
+            event = self.streams.flush(stream)
+        pool = self.pinned
+
+        def finish() -> list[bytes]:
+            out: list[bytes] = []
+            at = 0
+            for n in sizes:
+                out.append(bytearray(block.array[at : at + n]))  # type: ignore[arg-type]
+                at += n
+            pool.give(block)
+            return out
+
+        future: EventFuture[list[bytes]] = EventFuture(event, finish, self.streams.wait_event_sync)
+        self._completer.submit(future)
+        return future
+
+    def _read_pageable(self, stream: CudaStream, srcs: list[int], sizes: list[int]) -> Future[list[bytes]]:
+        """Large reads straight into pageable memory (the copy returns once it completed)."""
+        out: list[bytes] = []
+        try:
+            for src, n in zip(srcs, sizes, strict=True):
+                buf = bytearray(n)
+                if n:
+                    self._memcpy(host_address(memoryview(buf)), src, n, _D2H, stream.ptr)
+                out.append(buf)  # type: ignore[arg-type]
+        except self._rt.CUDARuntimeError as e:
+            raise map_cuda_error(e, "a device-to-host copy") from e
+        done: Future[list[bytes]] = Future()
+        done.set_result(out)
+        return done
+
+    def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
+        """Queue a device-to-device copy of ``src.size`` bytes."""
+        n = src.size
+        if n == 0:
+            return
+        if n > dst.size:
+            raise ValidationError(f"cannot copy {n} B into a view of {dst.size} B")
+        self.guard()
+        s, d = self._ptr(src), self._ptr(dst)
+        with self.multistream.resolve(stream_id, (src, dst)) as res:
+            self._memcpy(d, s, n, _D2D, res.stream.ptr)
+
+    def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
+        """Numpy arrays over pinned host memory; ``create`` copies them by DMA, with no extra copy."""
+        out = []
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+                raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
+        self.guard()
+        for size in sizes:
+            out.append(PinnedBuffer(self.pinned, int(size)).array() if size else np.empty(0, dtype=np.uint8))
+        return out
+
+    # ------------------------------------------------------------------ tensors
+    def tensor_strides(self, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+        """Pitched strides (rows padded as CubeCL's pitched layout policy does)."""
+        return pitched_strides(shape, itemsize, self.options.pitch_alignment)
+
+    def create_tensor(self, array: Any, stream_id: int) -> Tensor:
+        """A tensor holding a copy of a host or device array; pitched rows move with one 2-D copy."""
+        cai = getattr(array, "__cuda_array_interface__", None)
+        if cai is not None:
+            return self._create_tensor_from_device(array, cai, stream_id)
+        arr = np.asarray(array)
+        dtype_of(arr.dtype)
+        shape = tuple(int(s) for s in arr.shape)
+        strides = self.tensor_strides(shape, arr.itemsize)
+        rows = pitched_rows(shape, strides, arr.itemsize)
+        if rows is None:
+            return Tensor(self.create(arr, stream_id), shape, strides, arr.dtype)
+        tensor = self.empty_tensor(shape, arr.dtype, stream_id)
+        host = np.ascontiguousarray(arr)
+        self.guard()
+        dst = self._ptr(tensor.handle)
+        with self.multistream.resolve(stream_id, (tensor.handle,)) as res:
+            self._upload(res.stream, dst, memoryview(host.reshape(-1).view(np.uint8)), rows)  # type: ignore[arg-type]
+        return tensor
+
+    def _create_tensor_from_device(self, obj: Any, cai: dict[str, Any], stream_id: int) -> Tensor:
+        src, shape, dtype, producer = self._device_source(cai)
+        dtype_of(dtype)
+        strides = self.tensor_strides(shape, dtype.itemsize)
+        rows = pitched_rows(shape, strides, dtype.itemsize)
+        if rows is None:
+            return Tensor(self._create_from_device(obj, cai, stream_id), shape, strides, dtype)
+        tensor = self.empty_tensor(shape, dtype, stream_id)
+        self.guard()
+        dst = self._ptr(tensor.handle)
+        with self.multistream.resolve(stream_id, (tensor.handle,)) as res:
+            self._after_producer(res.stream, producer)
+            self._memcpy2d(
+                dst, rows.pitch, src, rows.width, rows.width, rows.height, _DEFAULT, res.stream.ptr
+            )
+            self.multistream.gc.register(self.streams.flush(res.stream), obj)
+        return tensor
+
+    def read_tensor_async(self, tensor: Tensor, stream_id: int) -> Future[np.ndarray]:
+        """A future of a tensor as a C-contiguous array; pitched rows come back with one 2-D copy."""
+        handle = self.check_handle(tensor.handle)
+        shape, dtype = tensor.shape, tensor.dtype
+        rows = pitched_rows(shape, tensor.strides, dtype.itemsize)
+        if rows is None:
+            rows = Rows(tensor.size * dtype.itemsize, 1, tensor.size * dtype.itemsize)
+        n = rows.nbytes
+        if n == 0:
+            done: Future[np.ndarray] = Future()
+            done.set_result(np.empty(shape, dtype=dtype))
+            return done
+        self.guard()
+        src = self._ptr(handle)
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            stream = res.stream
+            if n > self.options.staging_max_bytes:
+                out = np.empty(shape, dtype=dtype)
+                self._memcpy2d(
+                    out.ctypes.data, rows.width, src, rows.pitch, rows.width, rows.height, _D2H, stream.ptr
+                )
+                done = Future()
+                done.set_result(out)
+                return done
+            block = self.pinned.take(n)
+            self._memcpy2d(block.ptr, rows.width, src, rows.pitch, rows.width, rows.height, _D2H, stream.ptr)
+            event = self.streams.flush(stream)
+        pool = self.pinned
+
+        def finish() -> np.ndarray:
+            out = block.array[:n].view(dtype).reshape(shape).copy()
+            pool.give(block)
+            return out
+
+        future: EventFuture[np.ndarray] = EventFuture(event, finish, self.streams.wait_event_sync)
+        self._completer.submit(future)
+        return future
+
+    # ------------------------------------------------------------------ interop and other devices
+    def export_pointer(self, handle: Handle, stream_id: int) -> tuple[int, CudaStream]:
+        """A handle's device address and the stream after whose queued work its bytes are final."""
+        self.check_handle(handle)
+        self.guard()
+        ptr = self._ptr(handle)
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            stream = res.stream
+        return ptr, stream
+
+    def as_native(self, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int) -> Any:
+        """A zero-copy ``cupy.ndarray`` over a handle, ordered after this stream's queued work."""
+        from cubeplug.backends.cuda.interop import cupy_view
+
+        return cupy_view(self, handle, dtype, shape, stream_id)
+
+    def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
+        """A copy of ``handle`` on another CUDA server (peer copy across devices); None for other backends."""
+        if not isinstance(other, CudaServer) or other is self:
+            return None
+        self.check_handle(handle)
+        n = handle.size
+        other_sid = other.stream_id(current_stream_id())
+        dst = other.empty(n, other_sid)
+        if n == 0:
+            return dst
+        self.guard()
+        src = self._ptr(handle)
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            ready = self.streams.flush(res.stream)
+        other.guard()
+        try:
+            d = other._ptr(dst)
+            with other.multistream.resolve(other_sid, (dst,)) as ores:
+                other.streams.wait_event(ores.stream, ready)
+                if other.device == self.device:
+                    self._memcpy(d, src, n, _D2D, ores.stream.ptr)
+                else:
+                    self._rt.memcpyPeerAsync(d, other.device, src, self.device, n, ores.stream.ptr)
+                done = other.streams.flush(ores.stream)
+        finally:
+            self.guard()
+        self.multistream.gc.register(done, handle.memory())
+        return dst
+
+    # ------------------------------------------------------------------ timing
+    def device_marker(self, stream_id: int) -> Any:
+        """A timing event recorded on the stream."""
+        return self.streams.record(self._state(stream_id), timing=True)
+
+    def device_elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two timing events."""
+        self.streams.wait_event_sync(end)
+        return float(self._rt.eventElapsedTime(start.ptr, end.ptr)) / 1e3
+
+    # ------------------------------------------------------------------ synchronisation
+    def flush(self, stream_id: int) -> None:
+        """CUDA submits work at once: release deferred frees and raise recorded errors."""
+        if self.storage.has_pending:
+            self.guard()
+            self.storage.flush()
+        self._raise_errors()
+
+    def sync(self, stream_id: int) -> None:
+        """Block until the stream's work completed."""
+        self.guard()
+        self.multistream.sync(stream_id)
+        self._raise_errors()
+
+    def sync_all(self) -> None:
+        """Block until every stream's work completed and pinned memory was released."""
+        self.guard()
+        self.multistream.sync_all()
+        self._raise_errors()
+
+    def memory_cleanup(self) -> None:
+        """Free unused pages and idle pinned blocks."""
+        self.guard()
+        super().memory_cleanup()
+        self.pinned.trim()
+
+    def close(self) -> None:
+        """Wait for the device, stop the helper threads and free pinned and device memory."""
+        if self._closed:
+            return
+        self._closed = True
+        self.guard()
+        try:
+            self.multistream.sync_all()
+        except Exception as e:  # the context may be lost; free what can be freed
+            self._errors.append(e)
+        self.multistream.gc.close()
+        self._completer.close()
+        self.pinned.close()
+        self.storage.close()

@@ -1,0 +1,258 @@
+"""Kernel compilation for OpenCL: the ``opencl`` (native) and ``c`` (portable) dialects.
+
+``c`` sources get the OpenCL prelude of :mod:`cubeplug.core.cdialect` and the kernel's defines;
+``opencl`` sources get the defines only. Built programs are cached per device in memory (shared by
+every client of the device) and on disk through PyOpenCL's binary cache (``[compilation] cache``).
+A failed build raises :class:`CompileError` with the build log, the options and the numbered source.
+After the build the kernel's signature is checked against the declared params (count, address
+space, element type where the type is a known OpenCL type), with ``-cl-kernel-arg-info``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.core import cdialect
+from cubeplug.core.errors import CompileError
+from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel
+
+#: Dialects in order of preference: native source first.
+DIALECTS = ("opencl", "c")
+#: Build options of every program.
+BUILD_OPTIONS = ("-cl-kernel-arg-info",)
+
+#: OpenCL type names (as kernel arg info reports them) that match each dtype.
+_TYPE_NAMES: dict[str, tuple[str, ...]] = {
+    "f16": ("half", "f16"),
+    "f32": ("float", "f32"),
+    "f64": ("double", "f64"),
+    "i8": ("char", "i8"),
+    "i16": ("short", "i16"),
+    "i32": ("int", "i32"),
+    "i64": ("long", "i64"),
+    "u8": ("uchar", "u8"),
+    "u16": ("ushort", "u16"),
+    "u32": ("uint", "u32"),
+    "u64": ("ulong", "u64"),
+    "bool": ("uchar", "char", "bool", "u8", "i8"),
+}
+_KNOWN_TYPES = frozenset(n for names in _TYPE_NAMES.values() for n in names)
+#: ``file:line:col: message`` in a build log line
+#: (PoCL: ``error: f.cl:3:5: msg``, NVIDIA: ``<kernel>:3:5: error: msg``).
+_LOG_LOCATION = re.compile(r":(\d+):(\d+):\s*(.*)")
+_ERROR_PREFIX = re.compile(r"^(?:fatal\s+)?error:\s*")
+
+
+@dataclass
+class OpenCLProgram:
+    """A built kernel ready to launch: the ``cl.Kernel``, its arg slots and what was bound last."""
+
+    kernel: Any
+    name: str
+    #: The cube dim as the OpenCL local size (always 3-D).
+    local: tuple[int, int, int]
+    #: Kernel argument index of each buffer param, in declared order (and of each scalar param).
+    buffer_slots: tuple[int, ...]
+    scalar_slots: tuple[int, ...]
+    #: The most work-items per group the driver allows for this kernel.
+    max_group_size: int
+    source: str
+    options: tuple[str, ...]
+    #: Buffers bound by the previous launch (arguments stay set on a kernel between enqueues).
+    last_buffers: list[Any] = field(default_factory=list)
+    #: ``[slot, value, slot, value, ...]`` for the scalars: values are filled in on each launch.
+    scalar_args: list[Any] = field(default_factory=list)
+    build_seconds: float = 0.0
+
+    def forget_bindings(self) -> None:
+        """Forget the buffers bound last (they are bound again on the next launch)."""
+        self.last_buffers[:] = [None] * len(self.last_buffers)
+
+
+# Built programs by (device, source, options): shared by every client of a device.
+_programs: dict[tuple[int, str, tuple[str, ...]], Any] = {}
+_programs_lock = threading.Lock()
+
+
+def source_for(ctx: DeviceContext, kernel: Kernel, dialect: str) -> str:
+    """The full source handed to the OpenCL compiler for ``kernel`` in ``dialect``."""
+    src = kernel.sources[dialect]
+    if not isinstance(src, str):
+        raise CompileError(
+            f"{dialect} sources are source text, got {type(src).__name__}",
+            backend="opencl", kernel=kernel.name,
+        )
+    if dialect == "c":
+        return cdialect.full_source(
+            kernel, src, "opencl", fp16=bool(ctx.limits["fp16"]), fp64=bool(ctx.limits["fp64"])
+        )
+    return cdialect.defines_block(kernel.defines, kernel.cube_dim) + src
+
+
+def header_lines(ctx: DeviceContext, kernel: Kernel, dialect: str) -> int:
+    """How many lines the backend put before the user's source."""
+    if dialect == "c":
+        return cdialect.prelude_lines(
+            "opencl", kernel, fp16=bool(ctx.limits["fp16"]), fp64=bool(ctx.limits["fp64"])
+        )
+    return cdialect.defines_block(kernel.defines, kernel.cube_dim).count("\n")
+
+
+def build_program(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache: bool) -> Any:
+    """The built program for ``source`` on this device, from the memory or disk cache when it is there."""
+    key = (int(ctx.device.int_ptr), source, BUILD_OPTIONS)
+    program = _programs.get(key) if cache else None
+    if program is not None:
+        return program
+    with _programs_lock:
+        program = _programs.get(key) if cache else None
+        if program is None:
+            program = _build(ctx, kernel, dialect, source, cache)
+            if cache:
+                _programs[key] = program
+    return program
+
+
+def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache: bool) -> Any:
+    import pyopencl as cl
+    from pyopencl.cache import create_built_program_from_source_cached
+
+    options = " ".join(BUILD_OPTIONS).encode()
+    try:
+        program, _ = create_built_program_from_source_cached(
+            ctx.context, source, options, [ctx.device], cache_dir=None if cache else False
+        )
+        return program
+    except cl.Error as e:
+        if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
+            raise CompileError(
+                f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
+                options=BUILD_OPTIONS,
+            ) from e
+        failed = e
+    # Build once more, uncached, to read the log from the program object.
+    program = cl._cl._Program(ctx.context, source)
+    try:
+        program.build(options, [ctx.device])
+        return program  # pragma: no cover - a flaky cache entry: the fresh build worked
+    except cl.Error:
+        log = str(program.get_build_info(ctx.device, cl.program_build_info.LOG))
+    raise _compile_error(ctx, kernel, dialect, source, log or str(failed)) from failed
+
+
+def _compile_error(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, log: str) -> CompileError:
+    """A CompileError whose line points into the user's source (the header lines subtracted)."""
+    first_error = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()), "")
+    match = _LOG_LOCATION.search(first_error)
+    line = col = None
+    message = first_error or "the OpenCL compiler rejected the source"
+    if match is not None:
+        message = _ERROR_PREFIX.sub("", match.group(3)) or message
+        skip = header_lines(ctx, kernel, dialect)
+        full_line = int(match.group(1))
+        col = int(match.group(2))
+        line = full_line - skip if full_line > skip else full_line
+        message += f" (line {full_line} of the full source below, after {skip} lines of prelude and defines)"
+    return CompileError(
+        message,
+        backend="opencl",
+        kernel=kernel.name,
+        source=source,
+        log=log,
+        options=BUILD_OPTIONS,
+        line=line,
+        col=col,
+    )
+
+
+def compile_kernel(
+    ctx: DeviceContext, kernel: Kernel, dialect: str, mode: ExecutionMode, cache: bool = True
+) -> OpenCLProgram:
+    """Build ``kernel`` and wrap its ``cl.Kernel`` for launching; CompileError on any mismatch."""
+    import pyopencl as cl
+
+    source = source_for(ctx, kernel, dialect)
+    start = time.perf_counter()
+    program = build_program(ctx, kernel, dialect, source, cache)
+    entry = kernel.entry_point
+    try:
+        clk = cl.Kernel(program, entry)
+    except cl.Error as e:
+        names = str(program.get_info(cl.program_info.KERNEL_NAMES)).replace(";", ", ") or "none"
+        raise CompileError(
+            f"the source has no kernel named {entry!r} (it has: {names}); name the kernel like the "
+            f"Kernel or pass entry=",
+            backend="opencl", kernel=kernel.name, source=source, options=BUILD_OPTIONS,
+        ) from e
+    _check_signature(clk, kernel, source)
+    buffer_slots = tuple(i for i, p in enumerate(kernel.params) if isinstance(p, Buffer))
+    scalar_slots = tuple(i for i, p in enumerate(kernel.params) if not isinstance(p, Buffer))
+    try:
+        max_group = int(clk.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, ctx.device))
+    except cl.Error:  # pragma: no cover - every driver answers this
+        max_group = int(ctx.limits["max_work_group_size"])
+    cube = kernel.cube_dim
+    return OpenCLProgram(
+        kernel=clk,
+        name=entry,
+        local=(cube[0], cube[1], cube[2]),
+        buffer_slots=buffer_slots,
+        scalar_slots=scalar_slots,
+        max_group_size=max_group,
+        source=source,
+        options=BUILD_OPTIONS,
+        last_buffers=[None] * len(buffer_slots),
+        scalar_args=[x for slot in scalar_slots for x in (slot, None)],
+        build_seconds=time.perf_counter() - start,
+    )
+
+
+def _check_signature(clk: Any, kernel: Kernel, source: str) -> None:
+    """The kernel's signature must match the declared params; CompileError naming the first mismatch."""
+    import pyopencl as cl
+
+    def fail(message: str) -> CompileError:
+        return CompileError(
+            message, backend="opencl", kernel=kernel.name, source=source, options=BUILD_OPTIONS
+        )
+
+    nargs = int(clk.num_args)
+    if nargs != len(kernel.params):
+        raise fail(
+            f"the kernel's signature has {nargs} arguments but {len(kernel.params)} params are declared "
+            f"({', '.join(p.name for p in kernel.params) or 'none'}); they must match one to one, in order"
+        )
+    info = cl.kernel_arg_info
+    global_q = cl.kernel_arg_address_qualifier.GLOBAL
+    for i, param in enumerate(kernel.params):
+        try:
+            address = clk.get_arg_info(i, info.ADDRESS_QUALIFIER)
+            type_name = str(clk.get_arg_info(i, info.TYPE_NAME))
+        except cl.Error:  # the driver keeps no arg info: nothing more to check
+            return
+        is_buffer = isinstance(param, Buffer)
+        if is_buffer and (address != global_q or not type_name.endswith("*")):
+            raise fail(
+                f"param {param.name!r} is a Buffer, but kernel argument {i} is {type_name!r}, not a "
+                f"GLOBAL pointer; declare it as GLOBAL T*"
+            )
+        if not is_buffer and type_name.endswith("*"):
+            raise fail(
+                f"param {param.name!r} is a Scalar, but kernel argument {i} is the pointer {type_name!r}"
+            )
+        base = type_name.rstrip("*").strip()
+        vector = param.vector if isinstance(param, Buffer) else 1
+        suffix = str(vector) if vector > 1 else ""
+        allowed = {n + suffix for n in _TYPE_NAMES[param.dtype]}
+        known = _KNOWN_TYPES | {n + w for n in _KNOWN_TYPES for w in ("2", "3", "4", "8", "16")}
+        if base in known and base not in allowed:
+            raise fail(
+                f"param {param.name!r} is declared {param.dtype}"
+                f"{f' x{vector}' if vector > 1 else ''} but kernel argument {i} is {type_name!r}; "
+                f"use {' or '.join(sorted(allowed))}"
+            )

@@ -1,0 +1,333 @@
+"""The OpenCL server: launches, transfers and timing on in-order queues driven by the core MultiStream.
+
+Each stream is an in-order ``cl.CommandQueue``; before an operation binds memory that another
+stream may still be writing, :meth:`MultiStream.resolve` makes the queue wait on that stream's
+marker. Memory is per stream (stream-ordered reuse). Uploads are snapshotted into pinned staging
+chunks and copied without blocking; reads copy into fresh host buffers and complete a future from
+the waiter thread. Host buffers and staging chunks stay alive until their copy completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from cubeplug.backends.opencl.compiler import DIALECTS, OpenCLProgram, compile_kernel
+from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool, memory_properties
+from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
+from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.config import Config
+from cubeplug.core.errors import LaunchError, ValidationError
+from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
+from cubeplug.core.server import Compiled, ComputeServer
+from cubeplug.core.stream import MultiStream
+
+
+def capabilities(ctx: DeviceContext, storage: OpenCLStorage, profiling: bool) -> Capabilities:
+    """What the device can do, from the limits read once."""
+    limits = ctx.limits
+    dtypes = set(DTYPES)
+    if not limits["fp16"]:
+        dtypes.discard("f16")
+    if not limits["fp64"]:
+        dtypes.discard("f64")
+    sizes = (*limits["max_work_item_sizes"], 1, 1, 1)
+    return Capabilities(
+        dtypes=frozenset(dtypes),
+        multi_queue=True,
+        device_timing=profiling,
+        fp16=bool(limits["fp16"]),
+        fp64=bool(limits["fp64"]),
+        int64=True,
+        atomics=bool(limits["int32_atomics"]),
+        dynamic_count=True,
+        staging=True,
+        pitched_tensors=False,
+        max_alloc_bytes=int(limits["max_allocation"]),
+        offset_alignment=storage.alignment,
+        max_cube_dim=(int(sizes[0]), int(sizes[1]), int(sizes[2])),
+        max_cube_threads=int(limits["max_work_group_size"]),
+    )
+
+
+class OpenCLServer(ComputeServer):
+    """Runs ``opencl`` and ``c`` kernels on one OpenCL device, one in-order queue per stream."""
+
+    dialects = DIALECTS
+    per_stream_memory = True
+
+    def __init__(self, storage: OpenCLStorage, streams: OpenCLStreams, config: Config | None = None) -> None:
+        import pyopencl as cl
+
+        ctx = storage.ctx
+        limits = ctx.limits
+        caps = capabilities(ctx, storage, streams.profiling)
+        info = DeviceInfo(
+            "opencl", ctx.index, ctx.name, vendor=limits["vendor"], driver=f"{limits['driver_version']}"
+        )
+        properties = {k: v for k, v in limits.items() if k != "extensions"}
+        properties.update(
+            alignment=storage.alignment,
+            max_page_size=storage.max_allocation,
+            total_memory=limits["global_memory"],
+            profiling=streams.profiling,
+            pyopencl=cl.VERSION_TEXT,
+            extensions=" ".join(limits["extensions"]),
+        )
+        super().__init__(
+            backend="opencl",
+            info=info,
+            storage=storage,
+            memory_properties=memory_properties(ctx),
+            capabilities=caps,
+            config=config,
+            properties=properties,
+        )
+        self.ctx = ctx
+        self.cl_storage = storage
+        self.streams = streams
+        self.multistream: MultiStream[Any, Any] = MultiStream(streams, self.config.streaming.max_streams)
+        self.waiter = EventWaiter(streams)
+        self.staging = StagingPool(ctx)
+        self._cache_programs = bool(self.config.compilation.cache)
+        self._bind = storage.bind
+        self._pages = storage._pages
+        self._enqueue = cl.enqueue_nd_range_kernel
+        self._copy = cl.enqueue_copy
+        self._marker = cl.enqueue_marker
+        self._cl = cl
+        self._closed = False
+
+    # ------------------------------------------------------------------ streams
+    def cursor(self, stream_id: int) -> int:
+        """The MultiStream cursor of a stream."""
+        return self.multistream.streams.get(stream_id).cursor
+
+    def _mem(self, handle: Handle) -> Any:
+        """The ``cl.Buffer`` bound for a handle: its page or a sub-buffer at the handle's offset."""
+        region = handle.memory().storage
+        return self._bind(region.id, region.offset + handle.start, handle.size)
+
+    # ------------------------------------------------------------------ primitives
+    def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> OpenCLProgram:
+        """Build an ``opencl`` or ``c`` source for this device."""
+        return compile_kernel(self.ctx, kernel, dialect, mode, cache=self._cache_programs)
+
+    def execute(
+        self,
+        stream_id: int,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: list[Any],
+    ) -> None:
+        """Bind the buffers that changed since the kernel's last launch, set the scalars, enqueue."""
+        prog: OpenCLProgram = compiled.program
+        kernel = prog.kernel
+        dynamic = count.handle
+        with self.multistream.resolve(stream_id, buffers if dynamic is None else (*buffers, dynamic)) as res:
+            queue = res.stream
+            lx, ly, lz = prog.local
+            if dynamic is None:
+                size = (count.x * lx, count.y * ly, count.z * lz)
+            else:
+                cx, cy, cz = self._dynamic_count(queue, dynamic)
+                if cx == 0 or cy == 0 or cz == 0:
+                    return
+                size = (cx * lx, cy * ly, cz * lz)
+            if buffers:
+                last = prog.last_buffers
+                bind = self._bind
+                try:
+                    for i, h in enumerate(buffers):
+                        region = h._memory.storage  # type: ignore[union-attr]
+                        start = h.start
+                        mem = bind(region.id, region.offset + start, h.nbytes - start - h.end)
+                        if mem is not last[i]:
+                            last[i] = mem
+                            kernel._set_arg_multi((prog.buffer_slots[i], mem))
+                except AttributeError:
+                    for h in buffers:
+                        self.check_handle(h)  # raises ValidationError saying which handle is unusable
+                    raise
+            if scalars:
+                args = prog.scalar_args
+                args[1::2] = scalars
+                kernel._set_arg_buf_multi(tuple(args))
+            try:
+                self._enqueue(queue, kernel, size, prog.local)
+            except self._cl.Error as e:
+                prog.forget_bindings()
+                raise self._launch_error(prog, size, e) from e
+
+    def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
+        from cubeplug.backends.opencl.storage import _code_name
+
+        code = _code_name(e)
+        hint = ""
+        threads = 1
+        for d in prog.local:
+            threads *= d
+        if code == "INVALID_WORK_GROUP_SIZE" or threads > prog.max_group_size:
+            hint = (
+                f"; this kernel allows at most {prog.max_group_size} units per cube on {self.ctx.name}, "
+                f"its cube_dim has {threads}: use a smaller cube_dim"
+            )
+        elif code == "INVALID_GLOBAL_WORK_SIZE":
+            hint = "; the cube count times the cube dim is too large for this device: launch fewer cubes"
+        return LaunchError(
+            f"launching kernel {prog.name!r} on {size} units (cube dim {prog.local}) failed: "
+            f"{code} ({e}){hint}"
+        )
+
+    def _dynamic_count(self, queue: Any, handle: Handle) -> tuple[int, int, int]:
+        """Read the three u32 of a dynamic count on the host, after the stream's earlier work."""
+        region = handle.memory().storage
+        out = np.empty(3, dtype=np.uint32)
+        try:
+            self._copy(queue, out, self._pages[region.id], src_offset=region.offset + handle.start,
+                       is_blocking=True)
+        except self._cl.Error as e:
+            raise LaunchError(f"reading CubeCount.dynamic failed on {self.ctx.name}: {e}") from e
+        return int(out[0]), int(out[1]), int(out[2])
+
+    def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
+        """Snapshot ``data`` into a pinned staging chunk and copy it to the device without blocking."""
+        n = data.nbytes
+        if n == 0:
+            return
+        if n > handle.size:
+            raise ValidationError(f"cannot write {n} B into a view of {handle.size} B")
+        region = handle.memory().storage
+        chunk = self.staging.take(n)
+        src = chunk.array[:n]
+        src[:] = np.frombuffer(data, dtype=np.uint8)
+        with self.multistream.resolve(stream_id, (handle,)) as resolved:
+            queue = resolved.stream
+            try:
+                event = self._copy(
+                    queue, self._pages[region.id], src,
+                    dst_offset=region.offset + handle.start, is_blocking=False,
+                )
+            except self._cl.Error as e:
+                raise LaunchError(f"uploading {n} B failed on {self.ctx.name}: {e}") from e
+            queue.flush()  # the GC thread waits on this event: make sure the driver has it
+        # The GC thread waits for the copy, then drops the event and the chunk (back to the pool).
+        self.multistream.gc.register(event, chunk)
+
+    def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
+        """Queue copies of the handles into fresh host buffers; the waiter thread completes the future."""
+        future: Future[list[bytes]] = Future()
+        outs = [bytearray(h.size) for h in handles]
+        events = []
+        with self.multistream.resolve(stream_id, handles) as resolved:
+            queue = resolved.stream
+            try:
+                for h, out in zip(handles, outs, strict=True):
+                    if h.size:
+                        region = h.memory().storage
+                        events.append(self._copy(
+                            queue, np.frombuffer(out, dtype=np.uint8), self._pages[region.id],
+                            src_offset=region.offset + h.start, is_blocking=False,
+                        ))
+                marker = self.streams.flush(queue)
+            except self._cl.Error as e:
+                raise LaunchError(f"reading back failed on {self.ctx.name}: {e}") from e
+
+        def done(error: BaseException | None, events: list[Any] = events) -> None:
+            events.clear()  # the copies are done: drop their events (and their hold on the host buffers)
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(outs)  # type: ignore[arg-type]
+
+        self.waiter.submit(marker, done)
+        return future
+
+    def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
+        """Queue a device-to-device copy of ``src.size`` bytes."""
+        if src.size == 0:
+            return
+        rs, rd = src.memory().storage, dst.memory().storage
+        with self.multistream.resolve(stream_id, (src, dst)) as resolved:
+            try:
+                self._copy(
+                    resolved.stream, self._pages[rd.id], self._pages[rs.id], byte_count=src.size,
+                    src_offset=rs.offset + src.start, dst_offset=rd.offset + dst.start,
+                )
+            except self._cl.Error as e:
+                raise LaunchError(f"device copy of {src.size} B failed on {self.ctx.name}: {e}") from e
+
+    def flush(self, stream_id: int) -> None:
+        """Submit the stream's queued commands to the device."""
+        self.multistream.streams.get(stream_id).stream.flush()
+        self.raise_async_error(self.multistream.gc.errors)
+
+    def sync(self, stream_id: int) -> None:
+        """Wait until the stream's commands completed."""
+        self.multistream.sync(stream_id)
+        self.raise_async_error(self.multistream.gc.errors)
+
+    def sync_all(self) -> None:
+        """Wait until every stream's commands completed and pinned memory was released."""
+        self.multistream.sync_all()
+        self.raise_async_error(self.multistream.gc.errors)
+
+    # ------------------------------------------------------------------ memory
+    def memory_cleanup(self) -> None:
+        """Free unused pages; kernels forget the buffers bound last, so freed pages are not kept alive."""
+        for compiled in list(self._compiled.values()) + list(self._checked_kernels.values()):
+            compiled.program.forget_bindings()
+        super().memory_cleanup()
+        self.staging.clear()
+
+    def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
+        """Pinned host arrays (mapped host-allocated buffers) of the given byte sizes."""
+        out = []
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+                raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
+            _, array = self.staging.allocate(int(size))
+            out.append(array)
+        return out
+
+    # ------------------------------------------------------------------ profiling
+    def device_marker(self, stream_id: int) -> Any:
+        """A marker event on the stream (with its host time), or None when the queues do not profile."""
+        if not self.streams.profiling:
+            return None
+        import time
+
+        queue = self.multistream.streams.get(stream_id).stream
+        return (self._marker(queue), time.perf_counter())
+
+    def device_elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two markers from their profiling timestamps (host clock if the driver has none)."""
+        import time
+
+        (ev0, t0), (ev1, _) = start, end
+        try:
+            ev1.wait()
+            begin, finish = int(ev0.profile.end), int(ev1.profile.end)
+            if begin > 0 and finish >= begin:
+                return (finish - begin) * 1e-9
+        except self._cl.Error:
+            pass
+        return max(0.0, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """Wait for the queued work and release the queues, the threads and the pages."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.multistream.sync_all()
+        finally:
+            self.waiter.close()
+            self.multistream.gc.close()
+            self.staging.clear()

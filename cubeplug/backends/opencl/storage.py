@@ -1,0 +1,230 @@
+"""OpenCL storage: device pages of ``cl.Buffer``, slices bound as cached sub-buffers, pinned staging.
+
+Every page is allocated on the device when :meth:`OpenCLStorage.alloc` is called: the buffer is
+migrated to the device and the migration waited for, so that a driver that allocates lazily
+(NVIDIA) reports out-of-memory there, as an :class:`OutOfMemoryError`, never at first use. The
+alignment of pages and slices is the device's ``MEM_BASE_ADDR_ALIGN`` (at least 256 bytes), which is
+what ``clCreateSubBuffer`` needs of a slice's offset.
+
+:class:`StagingPool` holds host-allocated buffers (``ALLOC_HOST_PTR``) mapped once: their host
+memory is pinned on GPU drivers, so transfers from and to it are DMA. Uploads are snapshotted into a
+staging chunk, which returns to the pool once the copy completed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.core.errors import BufferTooBig, OutOfMemoryError
+from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
+
+#: Smallest alignment the backend uses, whatever the device reports.
+MIN_ALIGNMENT = 256
+#: Sub-buffers kept per page before the page's cache is reset.
+SUB_BUFFER_CACHE = 4096
+
+
+def alignment_of(ctx: DeviceContext) -> int:
+    """The byte alignment of pages and slices on this device."""
+    return max(MIN_ALIGNMENT, int(ctx.limits["base_address_alignment"]))
+
+
+def memory_properties(ctx: DeviceContext) -> MemoryProperties:
+    """Pages up to the device's largest allocation, aligned for sub-buffers."""
+    limits = ctx.limits
+    return MemoryProperties(
+        max_page_size=int(limits["max_allocation"]),
+        alignment=alignment_of(ctx),
+        total_memory=int(limits["global_memory"]),
+    )
+
+
+class OpenCLStorage(ComputeStorage):
+    """Device pages (``cl.Buffer``) by storage id, with a cache of the sub-buffers bound from them."""
+
+    def __init__(self, ctx: DeviceContext) -> None:
+        self.ctx = ctx
+        self.alignment = alignment_of(ctx)
+        self.max_allocation = int(ctx.limits["max_allocation"])
+        self.total = int(ctx.limits["global_memory"])
+        self._pages: dict[int, Any] = {}
+        self._sizes: dict[int, int] = {}
+        self._subs: dict[int, dict[tuple[int, int], Any]] = {}
+        self._reserved = 0
+
+    # ------------------------------------------------------------------ ComputeStorage
+    def alloc(self, size: int) -> StorageHandle:
+        """Allocate a page of ``size`` bytes on the device now; OutOfMemoryError if it has no room."""
+        import pyopencl as cl
+
+        if size > self.max_allocation:
+            raise BufferTooBig(size, self.max_allocation)
+        nbytes = max(size, self.alignment)  # OpenCL has no empty buffers
+        if self._reserved + nbytes > self.total:
+            raise self._oom(size, f"the device has {self.total} B of global memory")
+        try:
+            buf = cl.Buffer(self.ctx.context, cl.mem_flags.READ_WRITE, nbytes)
+            # Force the allocation now: lazy drivers would otherwise fail at the first launch.
+            cl.enqueue_migrate_mem_objects(
+                self.ctx.alloc_queue, [buf], cl.mem_migration_flags.CONTENT_UNDEFINED
+            ).wait()
+        except MemoryError as e:
+            raise self._oom(size, "host memory exhausted") from e
+        except cl.Error as e:
+            raise self._oom(size, f"{e.routine}: {_code_name(e)}") from e
+        sid = next_storage_id()
+        self._pages[sid] = buf
+        self._sizes[sid] = nbytes
+        self._reserved += nbytes
+        return StorageHandle(sid, 0, size)
+
+    def dealloc(self, id: int) -> None:
+        """Release a page and its sub-buffers; OpenCL keeps them alive for commands still queued."""
+        if self._pages.pop(id, None) is not None:
+            self._reserved -= self._sizes.pop(id)
+            self._subs.pop(id, None)
+
+    def get(self, handle: StorageHandle) -> Any:
+        """The ``cl.Buffer`` to bind for a region: the page itself or a cached sub-buffer."""
+        return self.bind(handle.id, handle.offset, handle.size)
+
+    def memory_info(self) -> tuple[int, int] | None:
+        """(free, total) global memory as far as this storage knows (OpenCL reports no free figure)."""
+        return max(0, self.total - self._reserved), self.total
+
+    # ------------------------------------------------------------------ binding (launch hot path)
+    def bind(self, page: int, offset: int, size: int) -> Any:
+        """A buffer covering ``size`` bytes at ``offset`` of ``page`` (offset aligned by the caller)."""
+        subs = self._subs.get(page)
+        if subs is not None:
+            buf = subs.get((offset, size))
+            if buf is not None:
+                return buf
+        buf = self._pages[page]
+        if size == 0 or (offset == 0 and size == self._sizes[page]):
+            return buf
+        if subs is None or len(subs) >= SUB_BUFFER_CACHE:
+            subs = self._subs[page] = {}
+        sub = subs[(offset, size)] = buf.get_sub_region(offset, size)
+        return sub
+
+    def page(self, page: int) -> Any:
+        """The whole ``cl.Buffer`` of a page (for copies, which take byte offsets)."""
+        return self._pages[page]
+
+    def reserved(self) -> int:
+        """Bytes held in pages."""
+        return self._reserved
+
+    def _oom(self, size: int, detail: str) -> OutOfMemoryError:
+        return OutOfMemoryError(
+            size,
+            in_use=0,
+            reserved=self._reserved,
+            limit=None,
+            device_free=max(0, self.total - self._reserved),
+            device_total=self.total,
+            detail=f"{self.ctx.name}: {detail}",
+        )
+
+    def close(self) -> None:
+        """Release every page."""
+        self._pages.clear()
+        self._sizes.clear()
+        self._subs.clear()
+        self._reserved = 0
+
+
+def _code_name(error: Any) -> str:
+    """The symbolic name of a PyOpenCL error's status code."""
+    import pyopencl as cl
+
+    code = getattr(error, "code", None)
+    for name in dir(cl.status_code):
+        if not name.startswith("_") and getattr(cl.status_code, name) == code:
+            return name
+    return str(code)
+
+
+#: Smallest staging chunk; chunks are powers of two from here.
+MIN_STAGING = 4096
+#: Bytes of idle staging chunks kept for reuse; chunks beyond that are released.
+STAGING_KEEP = 256 << 20
+
+
+class StagingChunk:
+    """A pinned host chunk (``array`` over a mapped host-allocated buffer); back to its pool when dropped."""
+
+    __slots__ = ("array", "buffer", "pool", "size")
+
+    def __init__(self, pool: StagingPool | None, buffer: Any, array: np.ndarray, size: int) -> None:
+        self.pool = pool
+        self.buffer = buffer
+        self.array = array
+        self.size = size
+
+    def __del__(self) -> None:
+        pool = self.pool
+        if pool is not None:
+            pool.give_back(StagingChunk(None, self.buffer, self.array, self.size))
+
+
+class StagingPool:
+    """Mapped host-allocated buffers by power-of-two size class, reused once their copies completed."""
+
+    def __init__(self, ctx: DeviceContext, keep: int = STAGING_KEEP) -> None:
+        self.ctx = ctx
+        self.keep = keep
+        self._free: dict[int, deque[StagingChunk]] = {}
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> StagingChunk:
+        """A chunk of at least ``nbytes``; it returns to the pool when the last reference to it is dropped."""
+        size = max(MIN_STAGING, 1 << max(0, nbytes - 1).bit_length())
+        free = self._free.get(size)
+        if free:
+            with self._lock:
+                if free:
+                    chunk = free.pop()
+                    self._idle -= size
+                    return StagingChunk(self, chunk.buffer, chunk.array, size)
+        buffer, array = self.allocate(size)
+        return StagingChunk(self, buffer, array, size)
+
+    def allocate(self, nbytes: int) -> tuple[Any, np.ndarray]:
+        """A new host-allocated buffer of ``nbytes`` and a writable uint8 array mapped over it."""
+        import pyopencl as cl
+
+        flags: Any = cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR
+        access: Any = cl.map_flags.READ | cl.map_flags.WRITE
+        map_buffer: Any = cl.enqueue_map_buffer
+        try:
+            buffer = cl.Buffer(self.ctx.context, flags, max(1, nbytes))
+            array, _ = map_buffer(
+                self.ctx.alloc_queue, buffer, access, 0, (max(1, nbytes),), np.uint8, is_blocking=True
+            )
+        except (MemoryError, cl.Error) as e:
+            raise OutOfMemoryError(
+                nbytes, in_use=0, reserved=self._idle, limit=None,
+                detail=f"{self.ctx.name}: pinned host staging buffer: {e}",
+            ) from e
+        return buffer, array[:nbytes]
+
+    def give_back(self, chunk: StagingChunk) -> None:
+        """Keep an idle chunk for reuse, unless the pool already keeps enough."""
+        with self._lock:
+            if self._idle + chunk.size <= self.keep:
+                self._free.setdefault(chunk.size, deque()).append(chunk)
+                self._idle += chunk.size
+
+    def clear(self) -> None:
+        """Release every idle chunk."""
+        with self._lock:
+            self._free.clear()
+            self._idle = 0

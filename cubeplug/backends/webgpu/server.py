@@ -1,0 +1,424 @@
+"""The WebGPU server: virtual streams on the core scheduler, batched into one submit per flush.
+
+A launch resolves its bind group (cached per binding set: page buffers, offsets and sizes), packs
+its scalars and queues a task; nothing reaches wgpu until the stream is flushed, read or synced,
+when :class:`~cubeplug.backends.webgpu.stream.WgpuQueue` encodes the whole batch at once.
+Everything that could fail in the encoder is checked when the task is queued, so a bad argument is
+an error at the call that made it and never poisons a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from cubeplug.backends.webgpu.compiler import DIALECTS, WgslCompiler, WgslProgram
+from cubeplug.backends.webgpu.storage import WgpuStorage
+from cubeplug.backends.webgpu.stream import (
+    COPY,
+    DISPATCH,
+    INDIRECT,
+    READ,
+    TIMESTAMP,
+    WRITE,
+    ReadFuture,
+    WgpuQueue,
+)
+from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.config import Config
+from cubeplug.core.errors import ValidationError
+from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import Buffer, CubeCount, ExecutionMode, Kernel, Scalar
+from cubeplug.core.scheduler import Scheduler
+from cubeplug.core.server import Compiled, ComputeServer
+from cubeplug.core.storage import MemoryProperties
+
+#: Bind groups kept per server before the oldest are dropped.
+BIND_GROUP_CACHE = 4096
+#: Tasks a virtual stream queues before it is submitted without an explicit flush.
+MAX_TASKS = 128
+
+_COPY_WGSL = """
+@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)
+fn copy_bytes(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * CUBE_DIM_X;
+    let lo = scalars.dst_shift;
+    let hi = scalars.dst_shift + scalars.nbytes;
+    for (var w = gid.x; w < scalars.words; w += stride) {
+        var word = dst[w];
+        for (var b = 0u; b < 4u; b++) {
+            let p = w * 4u + b;
+            if (p >= lo && p < hi) {
+                let q = p - lo + scalars.src_shift;
+                let byte = (src[q / 4u] >> ((q % 4u) * 8u)) & 0xFFu;
+                word = (word & ~(0xFFu << (b * 8u))) | (byte << (b * 8u));
+            }
+        }
+        dst[w] = word;
+    }
+}
+"""
+COPY_KERNEL = Kernel(
+    "copy_bytes",
+    [
+        Buffer("src", "u32", "read"),
+        Buffer("dst", "u32", "read_write"),
+        Scalar("src_shift", "u32"),
+        Scalar("dst_shift", "u32"),
+        Scalar("nbytes", "u32"),
+        Scalar("words", "u32"),
+    ],
+    {"wgsl": _COPY_WGSL},
+    cube_dim=(256, 1, 1),
+)
+
+
+def _up4(n: int) -> int:
+    return n + (-n) % 4
+
+
+class WgpuServer(ComputeServer):
+    """Runs ``wgsl`` kernels on one GPUDevice through the single-queue scheduler."""
+
+    dialects = DIALECTS
+    per_stream_memory = False
+
+    def __init__(self, storage: WgpuStorage, config: Config | None = None, device: int = 0) -> None:
+        gpu = storage.device
+        limits = dict(gpu.limits)
+        features = frozenset(str(f) for f in gpu.features)
+        adapter = storage.adapter
+        info_dict = (
+            dict(adapter.info) if adapter is not None else dict(getattr(gpu, "adapter_info", {}) or {})
+        )
+        align = storage.alignment
+        props = MemoryProperties(storage.max_page_size, align, None)
+        dtypes = {"f32", "i32", "u32"}
+        if "shader-f16" in features:
+            dtypes.add("f16")
+        if "shader-f64" in features:
+            dtypes.add("f64")
+        if "shader-int64" in features:
+            dtypes |= {"i64", "u64"}
+        timestamps = "timestamp-query" in features
+        caps = Capabilities(
+            dtypes=frozenset(dtypes),
+            multi_queue=False,
+            device_timing=timestamps,
+            fp16="f16" in dtypes,
+            fp64="f64" in dtypes,
+            int64="i64" in dtypes,
+            atomics=True,
+            dynamic_count=True,
+            staging=False,
+            pitched_tensors=False,
+            max_alloc_bytes=storage.max_page_size,
+            offset_alignment=align,
+            max_cube_dim=(
+                int(limits["max-compute-workgroup-size-x"]),
+                int(limits["max-compute-workgroup-size-y"]),
+                int(limits["max-compute-workgroup-size-z"]),
+            ),
+            max_cube_threads=int(limits["max-compute-invocations-per-workgroup"]),
+        )
+        import wgpu
+
+        name = str(info_dict.get("device") or "WebGPU adapter")
+        api = str(info_dict.get("backend_type", "?"))
+        info = DeviceInfo(
+            "webgpu",
+            device,
+            name,
+            vendor=str(info_dict.get("vendor", "")),
+            driver=f"{api} {info_dict.get('description', '')}, wgpu {wgpu.__version__}".strip(),
+        )
+        properties = {
+            "name": name,
+            "backend_type": api,
+            "adapter_type": info_dict.get("adapter_type", ""),
+            "description": info_dict.get("description", ""),
+            "wgpu_version": wgpu.__version__,
+            "features": sorted(features),
+            "limits": limits,
+            "max_page_size": storage.max_page_size,
+            "alignment": align,
+            "timestamp_query": timestamps,
+            "shader_f16": "f16" in dtypes,
+        }
+        super().__init__(
+            backend="webgpu",
+            info=info,
+            storage=storage,
+            memory_properties=props,
+            capabilities=caps,
+            config=config,
+            properties=properties,
+        )
+        self.gpu = gpu
+        self._pages = storage.buffers
+        self._max_groups = int(limits["max-compute-workgroups-per-dimension"])
+        self.compiler = WgslCompiler(gpu, features, int(limits["max-storage-buffers-per-shader-stage"]))
+        self.queue = WgpuQueue(gpu, align, timestamps)
+        self.scheduler = Scheduler(
+            self.queue.submit, max_streams=self.config.streaming.max_streams, max_tasks=MAX_TASKS
+        )
+        self._bind_groups: dict[tuple[int, ...], Any] = {}
+        self._empty = gpu.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE)
+        self._copy: WgslProgram | None = None
+        storage.on_dealloc = self._forget_page
+
+    # ------------------------------------------------------------------ kernels and bind groups
+    def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> WgslProgram:
+        """Compile a ``wgsl``-dialect source to a pipeline."""
+        return self.compiler.compile(kernel, dialect, mode)
+
+    def _bind_group(self, program: WgslProgram, regions: Sequence[tuple[Any, int, int]]) -> Any:
+        """A new bind group binding ``(buffer, offset, size)`` regions (and the scalar arena)."""
+        import wgpu
+
+        entries: list[dict[str, Any]] = []
+        for i, (buffer, offset, size) in enumerate(regions):
+            if size == 0:
+                buffer, offset, size = self._empty, 0, self._empty.size
+            entries.append(
+                {"binding": i, "resource": {"buffer": buffer, "offset": offset, "size": _up4(size)}}
+            )
+        if program.scalars is not None:
+            entries.append(
+                {
+                    "binding": len(regions),
+                    "resource": {
+                        "buffer": self.queue.arena,
+                        "offset": 0,
+                        "size": program.scalars.binding_size,
+                    },
+                }
+            )
+        try:
+            return self.gpu.create_bind_group(layout=program.layout.bind_group_layout, entries=entries)
+        except wgpu.GPUError as e:
+            raise ValidationError(f"the buffers cannot be bound as given: {str(e).strip()}") from e
+
+    def _cached_bind_group(
+        self, program: WgslProgram, key: tuple[int, ...], buffers: Sequence[Handle]
+    ) -> Any:
+        pages = self._pages
+        regions = []
+        for h in buffers:
+            st = h.memory().storage
+            offset = st.offset + h.start
+            if offset % self._align:
+                raise ValidationError(
+                    f"a buffer is bound at byte offset {h.start}; webgpu needs offsets aligned to "
+                    f"{self._align} B"
+                )
+            regions.append((pages[st.id], offset, h.size))
+        bind_group = self._bind_group(program, regions)
+        cache = self._bind_groups
+        if len(cache) >= BIND_GROUP_CACHE:
+            del cache[next(iter(cache))]
+        cache[key] = bind_group
+        return bind_group
+
+    def _forget_page(self, page: int) -> None:
+        """Drop the cached bind groups that bind a page being released."""
+        cache = self._bind_groups
+        for key in [k for k in cache if page in k[1::3]]:
+            del cache[key]
+
+    # ------------------------------------------------------------------ launches
+    def execute(
+        self,
+        stream_id: int,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: list[Any],
+    ) -> None:
+        """Queue a dispatch; its bind group and scalar block are ready before it is queued."""
+        program: WgslProgram = compiled.program
+        buffers = tuple(buffers)
+        key_list = [program.layout.id]
+        try:
+            for h in buffers:
+                st = h._memory.storage  # type: ignore[union-attr]
+                key_list += (st.id, st.offset + h.start, h.size)
+        except AttributeError:
+            for h in buffers:
+                self.check_handle(h, "buffer")
+            raise
+        key = tuple(key_list)
+        bind_group = self._bind_groups.get(key)
+        if bind_group is None:
+            if len(buffers) != program.layout.n_buffers:
+                raise ValidationError(
+                    f"kernel {compiled.kernel.name!r} takes {program.layout.n_buffers} buffers, "
+                    f"got {len(buffers)}"
+                )
+            bind_group = self._cached_bind_group(program, key, buffers)
+        packer = program.scalars
+        block = packer.packer.pack(*scalars) if packer is not None else None
+        handle = count.handle
+        if handle is None:
+            x, y, z = count.x, count.y, count.z
+            limit = self._max_groups
+            if x > limit or y > limit or z > limit:
+                raise ValidationError(
+                    f"{count} exceeds this device's {limit} cubes per dimension; spread the cubes over "
+                    f"x, y and z or loop inside the kernel"
+                )
+            self.scheduler.register(
+                stream_id, (DISPATCH, program.pipeline, bind_group, block, x, y, z, buffers), buffers
+            )
+            return
+        st = handle.memory().storage
+        offset = st.offset + handle.start
+        if offset % 4:
+            raise ValidationError(
+                f"CubeCount.dynamic needs its handle at a 4-byte aligned offset, got offset {handle.start}"
+            )
+        task = (INDIRECT, program.pipeline, bind_group, block, self._pages[st.id], offset, buffers, handle)
+        self.scheduler.register(stream_id, task, (*buffers, handle))
+
+    def _copy_program(self) -> WgslProgram:
+        if self._copy is None:
+            self._copy = self._compile(COPY_KERNEL, ExecutionMode.UNCHECKED).program
+        return self._copy
+
+    def _copy_bytes(
+        self, stream_id: int, src: tuple[Any, int], dst: tuple[Any, int], nbytes: int, keep: tuple[Any, ...]
+    ) -> None:
+        """Queue the byte-copy kernel: any offsets and sizes, and within one page."""
+        program = self._copy_program()
+        align = self._align
+        (sbuf, soff), (dbuf, doff) = src, dst
+        sbase, dbase = soff - soff % align, doff - doff % align
+        sshift, dshift = soff - sbase, doff - dbase
+        words = (dshift + nbytes + 3) // 4
+        bind_group = self._bind_group(
+            program, [(sbuf, sbase, _up4(sshift + nbytes)), (dbuf, dbase, words * 4)]
+        )
+        assert program.scalars is not None
+        block = program.scalars.packer.pack(sshift, dshift, nbytes, words)
+        groups = min(self._max_groups, -(-words // 256))
+        task = (DISPATCH, program.pipeline, bind_group, block, groups, 1, 1, keep)
+        self.scheduler.register(stream_id, task, [h for h in keep if isinstance(h, Handle)])
+
+    # ------------------------------------------------------------------ transfers
+    def _region(self, handle: Handle) -> tuple[Any, int, Any]:
+        st = handle.memory().storage
+        return self._pages[st.id], st.offset + handle.start, st
+
+    def _padding_free(self, handle: Handle, st: Any, nbytes: int) -> bool:
+        """True when the bytes up to the next 4-byte boundary after the view are slice padding."""
+        return nbytes % 4 == 0 or (handle.end == 0 and handle.start + _up4(nbytes) <= st.size)
+
+    def create(self, data: Any, stream_id: int) -> Handle:
+        """Fresh memory has no queued work on it, so its bytes are written now (queue order)."""
+        view = self.as_bytes(data)
+        handle = self.empty(view.nbytes, stream_id)
+        if view.nbytes:
+            self._write(stream_id, handle, view, direct=True)
+        return handle
+
+    def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
+        """Queue a copy of host bytes into the handle's region, after the stream's queued work."""
+        sched = self.scheduler
+        last = handle.memory().stream
+        direct = not sched.pending(stream_id) and (last < 0 or not sched.pending(last))
+        self._write(stream_id, handle, data, direct=direct)
+
+    def _write(self, stream_id: int, handle: Handle, data: memoryview, direct: bool) -> None:
+        buffer, offset, st = self._region(handle)
+        n = data.nbytes
+        if offset % 4 == 0 and self._padding_free(handle, st, n):
+            if n % 4:
+                data = memoryview(bytes(data) + bytes(-n % 4))
+            if direct:
+                self.queue.queue.write_buffer(buffer, offset, data)
+            else:
+                self.scheduler.register(stream_id, (WRITE, buffer, offset, bytes(data), handle), (handle,))
+            return
+        import wgpu
+
+        shift = offset % 4
+        staged = bytes(shift) + bytes(data) + bytes(-(shift + n) % 4)
+        temp = self.gpu.create_buffer_with_data(data=staged, usage=wgpu.BufferUsage.STORAGE)
+        self._copy_bytes(stream_id, (temp, shift), (buffer, offset), n, (handle, temp))
+
+    def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
+        """Queue copies into a staging buffer after the stream's work, submit, and map after the submit."""
+        parts: list[tuple[int, int]] = []
+        regions: list[tuple[Any, int, int]] = []
+        pos = 0
+        for h in handles:
+            size = h.size
+            if size == 0:
+                parts.append((pos, 0))
+                continue
+            buffer, offset, _ = self._region(h)
+            base = offset - offset % 4
+            span = _up4(offset - base + size)
+            regions.append((buffer, base, span))
+            parts.append((pos + offset - base, size))
+            pos += span
+        future = ReadFuture(parts, pos, self.queue.staging)
+        self.scheduler.register(stream_id, (READ, regions, future, handles), handles)
+        self.scheduler.flush(stream_id)
+        return future
+
+    def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
+        """Queue a device copy: copy_buffer_to_buffer when aligned across pages, else the byte-copy kernel."""
+        sbuf, soff, _ = self._region(src)
+        dbuf, doff, dst_st = self._region(dst)
+        n = src.size
+        if sbuf is not dbuf and soff % 4 == 0 and doff % 4 == 0 and self._padding_free(dst, dst_st, n):
+            self.scheduler.register(stream_id, (COPY, sbuf, soff, dbuf, doff, _up4(n), src, dst), (src, dst))
+            return
+        self._copy_bytes(stream_id, (sbuf, soff), (dbuf, doff), n, (src, dst))
+
+    # ------------------------------------------------------------------ synchronisation and timing
+    def flush(self, stream_id: int) -> None:
+        """Submit the stream's queued tasks as one batch."""
+        self.scheduler.flush(stream_id)
+        self.raise_async_error(self.queue.errors)
+
+    def sync(self, stream_id: int) -> None:
+        """Submit the stream's tasks and wait until the device ran everything submitted."""
+        self.scheduler.flush(stream_id)
+        self.queue.wait_idle()
+        self.raise_async_error(self.queue.errors)
+
+    def sync_all(self) -> None:
+        """Submit every stream's tasks and wait until the device ran them."""
+        self.scheduler.flush_all()
+        self.queue.wait_idle()
+        self.raise_async_error(self.queue.errors)
+
+    def device_marker(self, stream_id: int) -> Any:
+        """A timestamp query written after the stream's queued work (None without timestamp-query)."""
+        if self.queue.query_set is None:
+            return None
+        future = ReadFuture([(0, 8)], 8, self.queue.staging)
+        self.scheduler.register(stream_id, (TIMESTAMP, self.queue.next_query(), future))
+        return future
+
+    def device_elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two timestamp markers (wgpu reports nanoseconds)."""
+        t0 = int.from_bytes(start.result()[0], "little")
+        t1 = int.from_bytes(end.result()[0], "little")
+        return max(0, t1 - t0) * 1e-9
+
+    def close(self) -> None:
+        """Finish queued work, stop the completer thread and destroy the device's buffers."""
+        try:
+            self.scheduler.flush_all()
+            self.queue.wait_idle()
+        finally:
+            self._bind_groups.clear()
+            self.queue.close()
+            self._empty.destroy()
+            storage = self.storage
+            if isinstance(storage, WgpuStorage):
+                storage.close()

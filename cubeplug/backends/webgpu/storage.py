@@ -1,0 +1,99 @@
+"""WebGPU storage: every page is one GPUBuffer usable as storage, copy source/destination and indirect.
+
+Slices of a page are bound with a binding offset, so the pools align them to the device's
+``minStorageBufferOffsetAlignment`` and no page is larger than ``maxStorageBufferBindingSize``.
+wgpu-py raises validation and out-of-memory errors synchronously at the call, so they are mapped
+to cubeplug errors right where the allocation was asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cubeplug.core.errors import BufferTooBig, OutOfMemoryError, ValidationError
+from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
+
+
+def buffer_usage() -> int:
+    """STORAGE | COPY_SRC | COPY_DST | INDIRECT: what a page must allow."""
+    import wgpu
+
+    u = wgpu.BufferUsage
+    return int(u.STORAGE | u.COPY_SRC | u.COPY_DST | u.INDIRECT)
+
+
+def memory_properties(limits: dict[str, int]) -> MemoryProperties:
+    """Pages up to the largest storage binding (and buffer), aligned to the storage offset alignment."""
+    max_binding = int(limits["max-storage-buffer-binding-size"])
+    max_buffer = int(limits.get("max-buffer-size", max_binding))
+    align = max(4, int(limits["min-storage-buffer-offset-alignment"]))
+    max_page = min(max_binding, max_buffer)
+    max_page -= max_page % align
+    return MemoryProperties(max_page_size=max_page, alignment=align, total_memory=None)
+
+
+class WgpuStorage(ComputeStorage):
+    """Pages are GPUBuffers of one device; ``get`` gives ``(buffer, offset, size)``."""
+
+    def __init__(self, device: Any, properties: MemoryProperties, adapter: Any = None) -> None:
+        self.device = device
+        #: The GPUAdapter the device came from (for the server's device info).
+        self.adapter = adapter
+        self.alignment = properties.alignment
+        self.max_page_size = properties.max_page_size
+        self.buffers: dict[int, Any] = {}
+        self._usage = buffer_usage()
+        self._reserved = 0
+        #: Called with a page id before the page is released (the server drops cached bind groups).
+        self.on_dealloc: Callable[[int], None] | None = None
+
+    def alloc(self, size: int) -> StorageHandle:
+        """Create a page now; wgpu errors become BufferTooBig, ValidationError or OutOfMemoryError."""
+        import wgpu
+
+        if size > self.max_page_size:
+            raise BufferTooBig(size, self.max_page_size)
+        nbytes = max(4, size + (-size) % 4)
+        try:
+            buffer = self.device.create_buffer(size=nbytes, usage=self._usage)
+        except wgpu.GPUOutOfMemoryError as e:
+            raise OutOfMemoryError(
+                size, in_use=0, reserved=self._reserved, limit=None, detail=f"wgpu: {str(e).strip()}"
+            ) from e
+        except wgpu.GPUValidationError as e:
+            raise ValidationError(f"the device refused a buffer of {size} B: {str(e).strip()}") from e
+        except wgpu.GPUError as e:
+            text = str(e)
+            if "memory" in text.lower():
+                raise OutOfMemoryError(
+                    size, in_use=0, reserved=self._reserved, limit=None, detail=f"wgpu: {text.strip()}"
+                ) from e
+            raise ValidationError(f"the device refused a buffer of {size} B: {text.strip()}") from e
+        sid = next_storage_id()
+        self.buffers[sid] = buffer
+        self._reserved += nbytes
+        return StorageHandle(sid, 0, size)
+
+    def dealloc(self, id: int) -> None:
+        """Destroy the page; wgpu frees it once the submitted work that uses it is done."""
+        buffer = self.buffers.pop(id, None)
+        if buffer is None:
+            return
+        if self.on_dealloc is not None:
+            self.on_dealloc(id)
+        self._reserved -= buffer.size
+        buffer.destroy()
+
+    def get(self, handle: StorageHandle) -> tuple[Any, int, int]:
+        """The page buffer with the region's offset and size."""
+        return self.buffers[handle.id], handle.offset, handle.size
+
+    def reserved(self) -> int:
+        """Bytes held in pages."""
+        return self._reserved
+
+    def close(self) -> None:
+        """Destroy every page."""
+        for sid in list(self.buffers):
+            self.dealloc(sid)

@@ -1,0 +1,389 @@
+"""The WebGPU device queue: batches of tasks encoded into one command encoder and submitted once.
+
+WebGPU has one queue per device, so the backend returns no EventStreamBackend: the core
+:class:`~cubeplug.core.scheduler.Scheduler` keeps the virtual streams and hands each stream's
+queued tasks here as one batch. A batch becomes one command encoder with one compute pass for its
+dispatches and one ``queue.submit`` (a write in the middle of a batch ends a segment: what was
+encoded is submitted, then ``queue.write_buffer`` runs, both in queue order). The scalars of every
+dispatch of a segment go into one arena buffer with one ``queue.write_buffer``, each dispatch
+selecting its slot with a dynamic offset; identical scalar blocks share a slot.
+
+Since the queue runs writes and submissions in order, a task's bindings may be released once it
+is submitted. Reads copy into pooled MAP_READ staging buffers in the encoder and map them after the
+submit; :class:`ReadFuture` completes on the caller's thread when it asks for the result, or on a
+completer thread for callbacks, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, cast
+
+#: Task kinds, the first item of every task tuple.
+DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP = range(6)
+#: Bytes of the scalar arena of one segment.
+ARENA_BYTES = 64 << 10
+#: Indirect dispatches per segment (each copies its 12-byte count into a slot of its own).
+INDIRECT_SLOTS = 256
+#: Timestamp queries in the ring.
+QUERY_SLOTS = 256
+#: Staging buffers kept per size class.
+_STAGING_KEEP = 4
+_STAGING_MAX_POOLED = 64 << 20
+
+
+class StagingPool:
+    """MAP_READ | COPY_DST buffers by power-of-two size class, reused across reads; thread-safe."""
+
+    def __init__(self, device: Any) -> None:
+        import wgpu
+
+        self.device = device
+        self._usage = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+        self._free: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> Any:
+        """A staging buffer of at least ``nbytes``."""
+        size = max(256, 1 << (max(nbytes, 1) - 1).bit_length())
+        with self._lock:
+            free = self._free.get(size)
+            if free:
+                return free.pop()
+        return self.device.create_buffer(size=size, usage=self._usage)
+
+    def give(self, buffer: Any) -> None:
+        """Return an unmapped staging buffer to the pool (or destroy it when the pool is full)."""
+        size = buffer.size
+        if size <= _STAGING_MAX_POOLED:
+            with self._lock:
+                free = self._free.setdefault(size, [])
+                if len(free) < _STAGING_KEEP:
+                    free.append(buffer)
+                    return
+        buffer.destroy()
+
+    def clear(self) -> None:
+        """Destroy every pooled buffer."""
+        with self._lock:
+            buffers = [b for free in self._free.values() for b in free]
+            self._free.clear()
+        for b in buffers:
+            b.destroy()
+
+
+class ReadFuture(Future[list[bytes]]):
+    """Bytes read back through a staging buffer; completes on ``result()`` or on the completer thread."""
+
+    def __init__(self, parts: list[tuple[int, int]], nbytes: int, pool: StagingPool) -> None:
+        super().__init__()
+        #: (position in the staging buffer, size) of each handle.
+        self.parts = parts
+        self.nbytes = nbytes
+        self.staging: Any = None
+        self._pool = pool
+        self._promise: Any = None
+        self._done_lock = threading.Lock()
+
+    def attach(self, promise: Any) -> None:
+        """The staging buffer's map promise, once its copy was submitted."""
+        self._promise = promise
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the read (its batch could not be submitted) and give its staging buffer back."""
+        with self._done_lock:
+            if self.done():
+                return
+            if self.staging is not None:
+                self._pool.give(self.staging)
+                self.staging = None
+            self.set_exception(error)
+
+    def complete(self) -> None:
+        """Wait for the mapping, copy the bytes out and give the staging buffer back (idempotent)."""
+        if self.done():
+            return
+        promise = self._promise
+        error: BaseException | None = None
+        if promise is not None:
+            try:
+                promise.sync_wait()
+            except BaseException as e:  # reported through the future
+                error = e
+        with self._done_lock:
+            if self.done():
+                return
+            staging = self.staging
+            if error is not None or (promise is None and self.nbytes):
+                from cubeplug.core.errors import LaunchError
+
+                self.staging = None
+                if staging is not None:
+                    self._pool.give(staging)
+                self.set_exception(LaunchError(f"reading back from the device failed: {error}"))
+                return
+            if staging is None:
+                self.set_result(cast("list[bytes]", [bytearray(size) for _, size in self.parts]))
+                return
+            try:
+                view = staging.read_mapped(0, self.nbytes, copy=False)
+                # bytearrays: numpy views of them are writable, so to_numpy needs no second copy.
+                result = cast("list[bytes]", [bytearray(view[pos : pos + size]) for pos, size in self.parts])
+                del view
+                staging.unmap()
+            except BaseException as e:
+                self.set_exception(e)
+                return
+            self.staging = None
+            self._pool.give(staging)
+            self.set_result(result)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The bytes of each handle (completed inline when waiting without a timeout)."""
+        if timeout is None:
+            self.complete()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The exception of a failed read."""
+        if timeout is None:
+            self.complete()
+        return super().exception(timeout)
+
+
+class Completer:
+    """A daemon thread that completes submitted reads, so callbacks and ``wait()`` fire unasked."""
+
+    def __init__(self, name: str = "cubeplug-webgpu-reads") -> None:
+        self._queue: queue.SimpleQueue[ReadFuture | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, future: ReadFuture) -> None:
+        """Complete ``future`` in the background."""
+        self._queue.put(future)
+
+    def close(self) -> None:
+        """Stop after the queued futures."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            future = self._queue.get()
+            if future is None:
+                return
+            future.complete()
+            del future
+
+
+class WgpuQueue:
+    """Encodes batches of tasks for one GPUDevice and submits each batch once."""
+
+    def __init__(self, device: Any, offset_alignment: int, timestamps: bool) -> None:
+        import wgpu
+
+        usage = wgpu.BufferUsage
+        self.device = device
+        self.queue = device.queue
+        self.align = max(offset_alignment, 16)
+        self.arena = device.create_buffer(size=ARENA_BYTES, usage=usage.STORAGE | usage.COPY_DST)
+        self._arena_host = bytearray(ARENA_BYTES)
+        self._indirect = device.create_buffer(size=INDIRECT_SLOTS * 16, usage=usage.INDIRECT | usage.COPY_DST)
+        self.staging = StagingPool(device)
+        self.completer = Completer()
+        #: Errors of batches that failed on the device side, surfaced at the next flush or sync.
+        self.errors: list[BaseException] = []
+        self.submits = 0
+        self._fence_src = device.create_buffer(size=16, usage=usage.COPY_SRC)
+        self.query_set: Any = None
+        self._resolve: Any = None
+        self._next_query = 0
+        if timestamps:
+            self.query_set = device.create_query_set(type="timestamp", count=QUERY_SLOTS)
+            self._resolve = device.create_buffer(
+                size=QUERY_SLOTS * 256, usage=usage.QUERY_RESOLVE | usage.COPY_SRC
+            )
+
+    # ------------------------------------------------------------------ batches
+    def submit(self, batch: list[tuple[Any, ...]]) -> None:
+        """Encode a batch into one command encoder (one compute pass per run of dispatches) and submit."""
+        try:
+            self._encode(batch)
+        except Exception as e:
+            from cubeplug.core.errors import LaunchError
+
+            error = LaunchError(f"a batch of {len(batch)} queued tasks failed: {type(e).__name__}: {e}")
+            error.__cause__ = e
+            self.errors.append(error)
+            for task in batch:
+                if task[0] in (READ, TIMESTAMP):
+                    task[2].fail(error)
+
+    def _encode(self, batch: list[tuple[Any, ...]]) -> None:
+        device = self.device
+        arena_host = self._arena_host
+        align = self.align
+        enc: Any = None
+        cpass: Any = None
+        used = 0
+        slots: dict[bytes, int] = {}
+        n_indirect = 0
+        last_pipe: Any = None
+        last_bg: Any = None
+        last_off = -1
+        reads: list[tuple[Any, ReadFuture]] = []
+        for task in batch:
+            op = task[0]
+            if op in (DISPATCH, INDIRECT):
+                sb = task[3]
+                off = -1
+                if sb is not None:
+                    off = slots.get(sb, -1)
+                    if off < 0:
+                        n = len(sb)
+                        if used + n > ARENA_BYTES:
+                            if cpass is not None:
+                                cpass.end()
+                                cpass = None
+                            self._submit_segment(enc, used, reads)
+                            enc = None
+                            used = 0
+                            n_indirect = 0
+                            slots = {}
+                        off = used
+                        arena_host[off : off + n] = sb
+                        used = off + n + (-n) % align
+                        slots[sb] = off
+                if op == INDIRECT:
+                    if n_indirect == INDIRECT_SLOTS:
+                        if cpass is not None:
+                            cpass.end()
+                            cpass = None
+                        self._submit_segment(enc, used, reads)
+                        enc = None
+                        used = 0
+                        n_indirect = 0
+                        slots = {}
+                        if sb is not None:
+                            arena_host[0 : len(sb)] = sb
+                            used = len(sb) + (-len(sb)) % align
+                            slots[sb] = off = 0
+                    if cpass is not None:
+                        cpass.end()
+                        cpass = None
+                    if enc is None:
+                        enc = device.create_command_encoder()
+                    enc.copy_buffer_to_buffer(task[4], task[5], self._indirect, n_indirect * 16, 12)
+                if cpass is None:
+                    if enc is None:
+                        enc = device.create_command_encoder()
+                    cpass = enc.begin_compute_pass()
+                    last_pipe = last_bg = None
+                    last_off = -1
+                pipe = task[1]
+                if pipe is not last_pipe:
+                    cpass.set_pipeline(pipe)
+                    last_pipe = pipe
+                bg = task[2]
+                if bg is not last_bg or off != last_off:
+                    if off >= 0:
+                        cpass.set_bind_group(0, bg, [off])
+                    else:
+                        cpass.set_bind_group(0, bg)
+                    last_bg = bg
+                    last_off = off
+                if op == DISPATCH:
+                    cpass.dispatch_workgroups(task[4], task[5], task[6])
+                else:
+                    cpass.dispatch_workgroups_indirect(self._indirect, n_indirect * 16)
+                    n_indirect += 1
+                continue
+            if cpass is not None:
+                cpass.end()
+                cpass = None
+            if op == WRITE:
+                if enc is not None or used:
+                    self._submit_segment(enc, used, reads)
+                    enc = None
+                    used = 0
+                    n_indirect = 0
+                    slots = {}
+                self.queue.write_buffer(task[1], task[2], task[3])
+                continue
+            if enc is None:
+                enc = device.create_command_encoder()
+            if op == COPY:
+                enc.copy_buffer_to_buffer(task[1], task[2], task[3], task[4], task[5])
+            elif op == READ:
+                future: ReadFuture = task[2]
+                if future.nbytes:
+                    staging = future.staging = self.staging.take(future.nbytes)
+                    pos = 0
+                    for buffer, offset, size in task[1]:
+                        if size:
+                            enc.copy_buffer_to_buffer(buffer, offset, staging, pos, size)
+                        pos += size
+                    reads.append((staging, future))
+                else:
+                    future.complete()
+            elif op == TIMESTAMP:
+                index = task[1]
+                tpass = enc.begin_compute_pass(
+                    timestamp_writes={"query_set": self.query_set, "end_of_pass_write_index": index}
+                )
+                tpass.end()
+                enc.resolve_query_set(self.query_set, index, 1, self._resolve, index * 256)
+                future = task[2]
+                staging = future.staging = self.staging.take(8)
+                enc.copy_buffer_to_buffer(self._resolve, index * 256, staging, 0, 8)
+                reads.append((staging, future))
+        if cpass is not None:
+            cpass.end()
+        if enc is not None or used:
+            self._submit_segment(enc, used, reads)
+
+    def _submit_segment(self, enc: Any, used: int, reads: list[tuple[Any, ReadFuture]]) -> None:
+        """Write the segment's scalars, submit its commands, then map its read-backs."""
+        if used:
+            self.queue.write_buffer(self.arena, 0, self._arena_host, 0, used)
+        if enc is not None:
+            self.queue.submit([enc.finish()])
+            self.submits += 1
+        if reads:
+            import wgpu
+
+            for staging, future in reads:
+                future.attach(staging.map_async(wgpu.MapMode.READ, 0, future.nbytes + (-future.nbytes) % 4))
+                self.completer.put(future)
+            reads.clear()
+
+    # ------------------------------------------------------------------ waits and markers
+    def next_query(self) -> int:
+        """The next timestamp query index of the ring."""
+        index = self._next_query
+        self._next_query = (index + 1) % QUERY_SLOTS
+        return index
+
+    def fence(self) -> ReadFuture:
+        """A future that completes once everything submitted so far has run."""
+        future = ReadFuture([(0, 4)], 4, self.staging)
+        enc = self.device.create_command_encoder()
+        staging = future.staging = self.staging.take(4)
+        enc.copy_buffer_to_buffer(self._fence_src, 0, staging, 0, 4)
+        self._submit_segment(enc, 0, [(staging, future)])
+        return future
+
+    def wait_idle(self) -> None:
+        """Block until everything submitted so far has run."""
+        self.fence().result()
+
+    def close(self) -> None:
+        """Stop the completer thread and release the queue's own buffers."""
+        self.completer.close()
+        self.staging.clear()
+        for b in (self.arena, self._indirect, self._fence_src, self._resolve):
+            if b is not None:
+                b.destroy()

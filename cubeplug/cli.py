@@ -1,0 +1,460 @@
+"""The ``cubeplug`` command: ``list`` and ``doctor``, and a registry other subcommands plug into.
+
+``cubeplug list [--probe]`` shows every backend with its distribution and status; only ``--probe``
+imports plugins. ``cubeplug doctor [--json] [--backend NAME]`` reports versions, every effective
+config value with its origin, the ``CUBEPLUG_*`` variables, the entry points and, per backend (probed
+in a subprocess with a timeout), devices, properties, capabilities and memory usage. Doctor never
+crashes: each section is guarded, and home paths are shown as ``~``.
+
+Other modules add subcommands to :data:`COMMANDS`, either as a :class:`Command` or as a
+:class:`LazyCommand` naming a module (imported only when that subcommand runs) that defines
+``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: one line of help, a function adding its arguments, and one running it."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A subcommand whose module (with ``add_arguments`` and ``run``) is imported only when it runs."""
+
+    module: str
+    help: str
+
+    def resolve(self) -> Command:
+        """Import the module and return the command it defines."""
+        mod = importlib.import_module(self.module)
+        return Command(self.help, mod.add_arguments, mod.run)
+
+
+#: Every subcommand by name; e.g. ``COMMANDS["bench"] = LazyCommand("cubeplug.bench_cli", "run benchmarks")``.
+COMMANDS: dict[str, Command | LazyCommand] = {}
+
+
+def register_command(name: str, command: Command | LazyCommand) -> None:
+    """Add a subcommand (``bench``, ``conformance``, ``cache``, ...)."""
+    COMMANDS[name] = command
+
+
+# ---------------------------------------------------------------------------------------- output
+def redact(value: Any) -> Any:
+    """The value with the home directory shown as ``~`` in every string it holds."""
+    home = str(Path.home())
+    if isinstance(value, str):
+        return value.replace(home, "~") if home not in ("", "/") else value
+    if isinstance(value, Mapping):
+        return {redact(k): redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-friendly copy of dataclasses, sets, tuples, paths and mappings (anything else as its repr)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(jsonable(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+class Output:
+    """Tables and key-value sections, with rich when it is importable (and wanted), plain text otherwise."""
+
+    def __init__(self, plain: bool = False) -> None:
+        self.console: Any = None
+        if not plain:
+            try:
+                from rich.console import Console
+
+                self.console = Console(highlight=False)
+            except ImportError:
+                pass
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Print a table."""
+        cells = [[_cell(c) for c in row] for row in rows]
+        if self.console is not None:
+            from rich.table import Table
+
+            table = Table(title=title, title_justify="left")
+            for col in columns:
+                table.add_column(col, overflow="fold")
+            for row in cells:
+                table.add_row(*(_markup_escape(c) for c in row))
+            self.console.print(table)
+            return
+        widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+        print(f"{title}")
+        print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+        print("  ".join("-" * w for w in widths))
+        for row in cells:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        print()
+
+    def section(self, title: str, data: Any) -> None:
+        """Print a titled mapping (nested values indented) or a single value."""
+        if self.console is not None:
+            self.console.rule(_markup_escape(title), align="left")
+            self.console.print(_markup_escape(_render(data)), soft_wrap=True)
+        else:
+            print(f"== {title} ==")
+            print(_render(data))
+        print()
+
+
+def _markup_escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_cell(v) for v in value)
+    return str(value)
+
+
+def _render(data: Any, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(data, Mapping):
+        lines = []
+        for key, value in data.items():
+            if isinstance(value, Mapping) and value:
+                lines.append(f"{pad}{key}:")
+                lines.append(_render(value, indent + 1))
+            else:
+                lines.append(f"{pad}{key}: {_cell(value) if not isinstance(value, Mapping) else '{}'}")
+        return "\n".join(lines)
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        return "\n".join(
+            _render(item, indent) + ("\n" if i < len(data) - 1 else "") for i, item in enumerate(data)
+        )
+    return f"{pad}{_cell(data)}"
+
+
+# ---------------------------------------------------------------------------------------- list
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--probe", action="store_true", help="import every plugin and probe its backends")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _list_run(args: argparse.Namespace) -> int:
+    from cubeplug.core.plugins import registry
+
+    reg = registry()
+    rows = reg.listing(probe=args.probe)
+    if args.json:
+        print(json.dumps(redact(jsonable(rows)), indent=2))
+    else:
+        Output(args.plain).table(
+            "cubeplug backends",
+            ["name", "distribution", "status", "reason"],
+            [redact([r.name, r.dist, r.status, r.reason]) for r in rows],
+        )
+    return 1 if reg.strict and any(r.status == "failed" for r in rows) else 0
+
+
+# ---------------------------------------------------------------------------------------- doctor
+def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--backend", metavar="NAME", help="report on this backend only")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per backend probe")
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except BaseException as exc:  # doctor never crashes
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _versions() -> dict[str, Any]:
+    from importlib import metadata
+
+    import cubeplug
+
+    out: dict[str, Any] = {
+        "cubeplug": cubeplug.__version__,
+        "cubeplug path": str(Path(cubeplug.__file__).parent),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "executable": sys.executable,
+        "os": platform.platform(),
+        "machine": platform.machine(),
+    }
+    for dist in ("pluggy", "numpy", "platformdirs", "rich"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def _config_section() -> dict[str, Any]:
+    from cubeplug.core.config import effective_config, user_config_path
+
+    eff = effective_config()
+    return {
+        "files": list(eff.files) or ["(none: defaults and environment only)"],
+        "user config path": str(user_config_path()),
+        "notes": list(eff.notes),
+        "values": [{"key": k, "value": v, "origin": str(o)} for k, v, o in eff.items()],
+    }
+
+
+def _env_section() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("CUBEPLUG_")}
+
+
+def _entry_points_section() -> list[dict[str, Any]]:
+    from cubeplug.core.plugins import registry
+
+    return [
+        {"name": e.name, "value": e.value, "distribution": e.label, "status": e.status, "reason": e.reason}
+        for e in registry().entries().values()
+    ]
+
+
+def _cache_section() -> dict[str, Any]:
+    import platformdirs
+
+    out: dict[str, Any] = {}
+    for label, path in (
+        ("cache", platformdirs.user_cache_dir("cubeplug")),
+        ("config", platformdirs.user_config_dir("cubeplug")),
+        ("data", platformdirs.user_data_dir("cubeplug")),
+    ):
+        p = Path(path)
+        if p.is_dir():
+            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            subdirs = sorted(d.name for d in p.iterdir() if d.is_dir())
+            out[label] = {"path": str(p), "bytes": size, "subdirectories": subdirs}
+        else:
+            out[label] = {"path": str(p), "exists": False}
+    return out
+
+
+def _selection_report() -> dict[str, Any]:
+    from cubeplug.core.selection import select
+
+    chosen = select()
+    return {
+        "selector": str(chosen.selector),
+        "origin": chosen.origin,
+        "backend": chosen.backend,
+        "device": chosen.device,
+        "skipped": [{"backend": n, "reason": r} for n, r in chosen.skipped],
+    }
+
+
+def backend_report(name: str) -> dict[str, Any]:
+    """Everything doctor shows about one backend; run in a subprocess by ``cubeplug doctor``."""
+    from cubeplug.core.plugins import registry
+
+    reg = registry()
+    out: dict[str, Any] = {"name": name}
+    try:
+        backend = reg.backend(name)
+    except Exception as exc:
+        out["status"] = "failed"
+        out["error"] = str(exc)
+        if exc.__cause__ is not None:
+            out["cause"] = f"{type(exc.__cause__).__name__}: {exc.__cause__}"
+        return out
+    spec = backend.spec
+    out["distribution"] = backend.entry.label
+    out["spec"] = {
+        "description": spec.description,
+        "kind": spec.kind,
+        "dialects": list(spec.dialects),
+        "priority": spec.priority,
+        "api_version": spec.api_version,
+        "install_hint": spec.install_hint,
+    }
+    probe = reg.probe(name)
+    out["status"] = "ok" if probe.ok else "unavailable"
+    out["probe"] = {"ok": probe.ok, "reason": probe.reason, "devices": list(probe.devices), **probe.details}
+    if probe.ok:
+        out["client"] = _guard(lambda: _client_report(name))
+    out["memory properties"] = _guard(lambda: reg.memory_properties(name, 0))
+    out["diagnostics"] = _guard(lambda: reg.diagnostics(name))
+    return out
+
+
+def _client_report(name: str) -> dict[str, Any]:
+    from cubeplug.core.selection import client
+
+    made = client(name)
+    return {
+        "device": made.device,
+        "properties": made.properties,
+        "capabilities": made.capabilities,
+        "memory usage": made.memory_usage(),
+    }
+
+
+def _in_subprocess(code: str, timeout: float) -> Any:
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join(_paths())},
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {"error": f"subprocess exited with {proc.returncode}", "output": tail}
+    return json.loads(lines[-1])
+
+
+def _paths() -> list[str]:
+    """This process's import path, so that the probing subprocess sees the same plugins."""
+    return [p or os.getcwd() for p in sys.path]
+
+
+def _report_code(call: str) -> str:
+    return (
+        "import json, sys\nfrom cubeplug import cli\n"
+        f"print(); print(json.dumps(cli.jsonable({call})))\nsys.stdout.flush()\n"
+    )
+
+
+def doctor_report(backend: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
+    """The whole doctor report as a JSON-friendly mapping, home paths redacted."""
+    from cubeplug.core.plugins import registry
+
+    report: dict[str, Any] = {
+        "versions": _guard(_versions),
+        "config": _guard(_config_section),
+        "environment": _guard(_env_section),
+        "entry points": _guard(_entry_points_section),
+    }
+    names = [backend] if backend else _guard(lambda: registry().names())
+    if not isinstance(names, list):
+        names = []
+    if backend is None:
+        report["selection"] = _guard(lambda: _in_subprocess(_report_code("cli._selection_report()"), timeout))
+    backends: dict[str, Any] = {}
+    for name in names:
+        code = _report_code(f"cli.backend_report({name!r})")
+        backends[name] = _guard(functools.partial(_in_subprocess, code, timeout))
+    report["backends"] = backends
+    report["cache directories"] = _guard(_cache_section)
+    return dict(redact(jsonable(report)))
+
+
+def _doctor_run(args: argparse.Namespace) -> int:
+    report = doctor_report(args.backend, args.timeout)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    out = Output(args.plain)
+    out.section("versions", report["versions"])
+    config = report["config"]
+    if isinstance(config, dict) and "values" in config:
+        out.section("config files", {k: v for k, v in config.items() if k != "values"})
+        out.table(
+            "effective config", ["key", "value", "origin"], [list(v.values()) for v in config["values"]]
+        )
+    else:
+        out.section("config", config)
+    out.section("CUBEPLUG_* variables", report["environment"] or "(none set)")
+    entries = report["entry points"]
+    if isinstance(entries, list):
+        rows = [[e["name"], e["value"], e["distribution"], e["status"], e["reason"]] for e in entries]
+        out.table(
+            "entry points (cubeplug.backends)", ["name", "module", "distribution", "status", "reason"], rows
+        )
+    else:
+        out.section("entry points", entries)
+    if "selection" in report:
+        out.section("selection (cubeplug.client())", report["selection"])
+    for name, data in report["backends"].items():
+        out.section(f"backend {name}", data)
+    out.section("cache directories", report["cache directories"])
+    return 0
+
+
+COMMANDS["list"] = Command("list the installed backends and their status", _list_arguments, _list_run)
+COMMANDS["doctor"] = Command("report versions, config, plugins and devices", _doctor_arguments, _doctor_run)
+
+
+# ---------------------------------------------------------------------------------------- main
+def _chosen(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The argument parser; only the chosen subcommand's module is imported."""
+    import cubeplug
+
+    parser = argparse.ArgumentParser(
+        prog="cubeplug", description="cubeplug: GPU compute with plugin backends"
+    )
+    parser.add_argument("--version", action="version", version=f"cubeplug {cubeplug.__version__}")
+    parser.add_argument("--plain", action="store_true", help="plain text output, even when rich is installed")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = _chosen(argv)
+    for name, cmd in COMMANDS.items():
+        if isinstance(cmd, LazyCommand) and name == chosen:
+            cmd = cmd.resolve()
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        p.add_argument("--plain", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        if isinstance(cmd, Command):
+            cmd.add_arguments(p)
+            p.set_defaults(_run=cmd.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``cubeplug`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help()
+        return 0 if args.command is None else 2
+    from cubeplug.core.errors import CubeplugError
+
+    try:
+        return int(run(args))
+    except CubeplugError as exc:
+        print(f"cubeplug {args.command}: error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,28 @@
+"""The channel between a client and its server (DESIGN.md §1; seed channel/base.rs).
+
+A :class:`DeviceHandle` serialises every call to one server with a re-entrant lock, so a client may
+be used from many threads at once while the server sees one call at a time. Blocking waits (reads,
+syncs) happen outside the lock, so one thread waiting never stalls the others' launches.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from cubeplug.core.server import ComputeServer
+
+
+class DeviceHandle:
+    """One server and the lock that serialises access to it."""
+
+    __slots__ = ("lock", "server")
+
+    def __init__(self, server: ComputeServer) -> None:
+        self.server = server
+        self.lock = threading.RLock()
+
+    def call(self, method: str, *args: Any) -> Any:
+        """Call ``server.<method>(*args)`` under the lock."""
+        with self.lock:
+            return getattr(self.server, method)(*args)

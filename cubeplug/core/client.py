@@ -1,0 +1,287 @@
+"""The ComputeClient: every call users make (DESIGN.md §5; seed client.rs).
+
+A client wraps one server through a :class:`~cubeplug.core.channel.DeviceHandle`. Every method is
+safe to call from many threads at once; work is ordered per stream (one per thread by default, or
+a fresh one inside ``with client.stream():``). Asynchronous errors surface at the next flush, sync
+or read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import numpy as np
+
+from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.channel import DeviceHandle
+from cubeplug.core.errors import ValidationError
+from cubeplug.core.handle import Handle, Tensor
+from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
+from cubeplug.core.profile import ProfileDuration, ProfileLog
+from cubeplug.core.server import ComputeServer
+from cubeplug.core.stream import current_stream_id, stream_scope
+
+R = TypeVar("R")
+_CHECKED = ExecutionMode.CHECKED
+_UNCHECKED = ExecutionMode.UNCHECKED
+
+
+class ComputeClient:
+    """What users call: memory, launches, reads, synchronisation, profiling, for one device."""
+
+    def __init__(self, server: ComputeServer) -> None:
+        self._channel = DeviceHandle(server)
+        self._server = server
+        self._lock = self._channel.lock
+        server.client = self
+        self._profile = ProfileLog(server.config.profiling.level)
+        self._default_mode = (
+            _UNCHECKED if server.config.compilation.check_mode == "unchecked" else _CHECKED
+        )
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def backend(self) -> str:
+        """The backend's name, e.g. ``"opencl"``."""
+        return self._server.backend
+
+    @property
+    def device(self) -> DeviceInfo:
+        """Which device this client drives."""
+        return self._server.info
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """Device limits and facts (backend-specific keys, plus the capabilities)."""
+        return self._server.properties
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the device can do (dtypes, timing, staging, ...)."""
+        return self._server.capabilities
+
+    @property
+    def server(self) -> ComputeServer:
+        """The server behind this client (for backend authors and tests)."""
+        return self._server
+
+    def __repr__(self) -> str:
+        return f"<ComputeClient {self._server.info}>"
+
+    def _sid(self) -> int:
+        return self._server.stream_id(current_stream_id())
+
+    # ------------------------------------------------------------------ memory
+    def empty(self, nbytes: int) -> Handle:
+        """A handle to ``nbytes`` of uninitialised device memory."""
+        sid = self._sid()
+        with self._lock:
+            return self._server.empty(nbytes, sid)
+
+    def create(self, data: Any) -> Handle:
+        """A handle holding a copy of ``data`` (bytes-like or numpy array)."""
+        sid = self._sid()
+        with self._lock:
+            return self._server.create(data, sid)
+
+    def empty_tensor(self, shape: Iterable[int], dtype: Any) -> Tensor:
+        """A tensor of uninitialised memory; rows may be padded (pitched) on some backends."""
+        sid = self._sid()
+        with self._lock:
+            return self._server.empty_tensor(shape, dtype, sid)
+
+    def create_tensor(self, array: Any) -> Tensor:
+        """A tensor holding a copy of a numpy array."""
+        sid = self._sid()
+        with self._lock:
+            return self._server.create_tensor(array, sid)
+
+    def memory_usage(self) -> MemoryUsage:
+        """Allocations, bytes in use, padding and bytes reserved from the device."""
+        with self._lock:
+            return self._server.memory_usage()
+
+    def memory_report(self) -> list[PoolReport]:
+        """A report per memory pool."""
+        with self._lock:
+            return self._server.memory_report()
+
+    def memory_cleanup(self) -> None:
+        """Return to the device every page that no handle and no queued work uses."""
+        with self._lock:
+            self._server.memory_cleanup()
+
+    @contextlib.contextmanager
+    def persistent_memory(self) -> Iterator[None]:
+        """Allocate persistently (exact-size, kept across cleanups) inside the block; nests."""
+        with self._lock:
+            self._server.push_allocation_mode(AllocationMode.PERSISTENT)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._server.pop_allocation_mode()
+
+    def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
+        """Host buffers for fast uploads (pinned where the backend has pinned memory)."""
+        with self._lock:
+            return self._server.reserve_staging(list(sizes))
+
+    # ------------------------------------------------------------------ reads
+    def read_async(self, handles: Sequence[Handle]) -> Future[list[bytes]]:
+        """A future of the bytes of each handle, after the work that writes them."""
+        sid = self._sid()
+        with self._lock:
+            return self._server.read_async(list(handles), sid)
+
+    def read(self, handles: Sequence[Handle]) -> list[bytes]:
+        """The bytes of each handle, after the work that writes them."""
+        return self.read_async(handles).result()
+
+    def read_one(self, handle: Handle) -> bytes:
+        """The bytes of one handle."""
+        return self.read_async([handle]).result()[0]
+
+    def to_numpy(self, handle: Handle, dtype: Any, shape: Iterable[int] | None = None) -> np.ndarray:
+        """A handle's bytes as a numpy array of ``dtype`` (and ``shape``)."""
+        dt = DTYPES[dtype_of(dtype)]
+        if handle.size % dt.itemsize:
+            raise ValidationError(f"a view of {handle.size} B is not a whole number of {dt} elements")
+        arr = _writable(np.frombuffer(self.read_one(handle), dtype=dt))
+        return arr if shape is None else arr.reshape(tuple(shape))
+
+    def read_tensor(self, tensor: Tensor) -> np.ndarray:
+        """A tensor as a C-contiguous numpy array, honouring its strides."""
+        data = self.read_one(tensor.handle)
+        flat = np.frombuffer(data, dtype=tensor.dtype)
+        if tensor.size == 0:
+            return np.empty(tensor.shape, dtype=tensor.dtype)
+        isz = tensor.dtype.itemsize
+        view = np.lib.stride_tricks.as_strided(
+            flat, shape=tensor.shape, strides=tuple(s * isz for s in tensor.strides), writeable=False
+        )
+        return np.ascontiguousarray(view)
+
+    # ------------------------------------------------------------------ launches
+    def launch(
+        self,
+        kernel: Kernel,
+        count: CubeCount | int | tuple[int, ...],
+        buffers: Sequence[Handle] = (),
+        scalars: Sequence[Any] = (),
+    ) -> None:
+        """Launch ``kernel`` on ``count`` cubes; arguments are validated (checked mode)."""
+        if type(count) is not CubeCount:
+            count = _as_count(count)
+        sid = self._sid()
+        if self._profile.enabled:
+            self._launch_profiled(kernel, count, buffers, scalars, self._default_mode, sid)
+            return
+        with self._lock:
+            self._server.launch(kernel, count, buffers, scalars, self._default_mode, sid)
+
+    def launch_unchecked(
+        self,
+        kernel: Kernel,
+        count: CubeCount | int | tuple[int, ...],
+        buffers: Sequence[Handle] = (),
+        scalars: Sequence[Any] = (),
+    ) -> None:
+        """Launch without validating the arguments (the caller vouches for them)."""
+        if type(count) is not CubeCount:
+            count = _as_count(count)
+        sid = self._sid()
+        with self._lock:
+            self._server.launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
+
+    def _launch_profiled(
+        self,
+        kernel: Kernel,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: Sequence[Any],
+        mode: ExecutionMode,
+        sid: int,
+    ) -> None:
+        with self._lock:
+            pid = self._server.profile_start(sid)
+            try:
+                self._server.launch(kernel, count, buffers, scalars, mode, sid)
+            finally:
+                duration = self._server.profile_end(pid)
+        self._profile.record(kernel.name, duration)
+
+    def profiling_summary(self) -> str:
+        """The table of per-kernel timings collected under ``[profiling] level``."""
+        return self._profile.summary()
+
+    # ------------------------------------------------------------------ synchronisation
+    def flush(self) -> None:
+        """Submit the current stream's queued work to the device."""
+        sid = self._sid()
+        with self._lock:
+            self._server.flush(sid)
+
+    def sync(self, all_streams: bool = False) -> None:
+        """Wait until the current stream's work (or every stream's) completed."""
+        sid = self._sid()
+        if all_streams:
+            with self._lock:
+                self._server.sync_all()
+            return
+        with self._lock:
+            self._server.sync(sid)
+
+    @contextlib.contextmanager
+    def stream(self) -> Iterator[int]:
+        """Run the block on a fresh stream of its own; yields the stream id."""
+        with stream_scope() as sid:
+            yield sid
+
+    def profile(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> tuple[R, ProfileDuration]:
+        """Run ``fn`` and measure the device work it queued: (result, ProfileDuration)."""
+        sid = self._sid()
+        with self._lock:
+            pid = self._server.profile_start(sid)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            with self._lock:
+                duration = self._server.profile_end(pid)
+        return result, duration
+
+    # ------------------------------------------------------------------ between clients
+    def to_client(self, handle: Handle, other: ComputeClient) -> Handle:
+        """A copy of ``handle`` owned by ``other`` (same device, another device or another backend)."""
+        if not isinstance(other, ComputeClient):
+            raise ValidationError(f"to_client needs a ComputeClient, got {type(other).__name__}")
+        if other is self:
+            sid = self._sid()
+            with self._lock:
+                return self._server.copy_handle(handle, sid)
+        data = self.read_one(handle)
+        return other.create(data)
+
+    def close(self) -> None:
+        """Wait for queued work and release the device; the client is unusable afterwards."""
+        with self._lock:
+            try:
+                self._server.sync_all()
+            finally:
+                self._server.close()
+
+
+def _as_count(count: Any) -> CubeCount:
+    if isinstance(count, (int, np.integer)) and not isinstance(count, bool):
+        return CubeCount(int(count))
+    if isinstance(count, tuple) and 1 <= len(count) <= 3:
+        return CubeCount(*count)
+    raise ValidationError(f"count must be a CubeCount, an int or a 1-3 tuple, got {count!r}")
+
+
+def _writable(arr: np.ndarray) -> np.ndarray:
+    return arr if arr.flags.writeable else arr.copy()

@@ -1,0 +1,175 @@
+"""Handles: what users hold for device memory, views with byte offsets, and tensors.
+
+A :class:`Handle` holds a *slice token* from memory management. The pools keep only a weak
+reference to that token, so a slice becomes free exactly when no handle and no queued work (whose
+bindings hold the token too) references it any more: Python's reference counting plays the role of
+CubeCL's ``Arc`` strong count.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cubeplug.core.errors import ValidationError
+
+if TYPE_CHECKING:
+    from cubeplug.core.memory import SliceToken
+
+
+class Handle:
+    """A view of device memory: a slice plus byte offsets from its start and end."""
+
+    __slots__ = ("__weakref__", "_memory", "_owner", "cursor", "end", "nbytes", "start", "stream")
+
+    def __init__(
+        self,
+        memory: SliceToken,
+        owner: Any,
+        nbytes: int,
+        stream: int,
+        cursor: int = 0,
+        start: int = 0,
+        end: int = 0,
+    ) -> None:
+        self._memory: SliceToken | None = memory
+        self._owner = owner
+        #: Bytes of the allocation this handle views (before offsets).
+        self.nbytes = nbytes
+        #: The stream that allocated the memory, and that stream's cursor then.
+        self.stream = stream
+        self.cursor = cursor
+        #: Byte offsets from the start and from the end of the allocation.
+        self.start = start
+        self.end = end
+
+    @property
+    def size(self) -> int:
+        """Bytes this view covers: the allocation less both offsets."""
+        return self.nbytes - self.start - self.end
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of this view from the start of its allocation."""
+        return self.start
+
+    @property
+    def is_dropped(self) -> bool:
+        """True once :meth:`drop` was called on this handle."""
+        return self._memory is None
+
+    @property
+    def client(self) -> Any:
+        """The client (server) that owns this memory."""
+        return self._owner
+
+    def offset_start(self, nbytes: int) -> Handle:
+        """A view that starts ``nbytes`` further in; offsets accumulate."""
+        return self._view(nbytes, 0)
+
+    def offset_end(self, nbytes: int) -> Handle:
+        """A view that ends ``nbytes`` earlier; offsets accumulate."""
+        return self._view(0, nbytes)
+
+    def _view(self, more_start: int, more_end: int) -> Handle:
+        for n in (more_start, more_end):
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+                raise ValidationError(f"offsets are non-negative byte counts, got {n!r}")
+        memory = self.memory()
+        if int(more_start) + int(more_end) > self.size:
+            raise ValidationError(
+                f"offsets of {more_start} + {more_end} B go beyond this view of {self.size} B; "
+                f"keep start + end offsets within the handle's size"
+            )
+        return Handle(
+            memory,
+            self._owner,
+            self.nbytes,
+            self.stream,
+            self.cursor,
+            self.start + int(more_start),
+            self.end + int(more_end),
+        )
+
+    def memory(self) -> SliceToken:
+        """The slice token, or ValidationError if the handle was dropped."""
+        memory = self._memory
+        if memory is None:
+            raise ValidationError("this handle was dropped with .drop(); create a new handle")
+        return memory
+
+    def can_mut(self) -> bool:
+        """True when this handle is the only holder of its memory (no other view, no queued work)."""
+        memory = self._memory
+        if memory is None:
+            return False
+        # References: this handle's slot, the local name, getrefcount's argument.
+        return sys.getrefcount(memory) <= _BASE_REFS
+
+    def drop(self) -> None:
+        """Release this handle's hold on its memory now; using it afterwards is an error."""
+        self._memory = None
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.drop()
+
+    def __repr__(self) -> str:
+        state = "dropped" if self._memory is None else f"{self.size} B"
+        offs = f", start={self.start}, end={self.end}" if self.start or self.end else ""
+        return f"<Handle {state}{offs} stream={self.stream}>"
+
+
+def _base_refs() -> int:
+    class _Token:
+        __slots__ = ("__weakref__",)
+
+    h = Handle(_Token(), None, 0, 0)  # type: ignore[arg-type]
+    memory = h._memory
+    return sys.getrefcount(memory)
+
+
+_BASE_REFS = _base_refs()
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A handle with a shape, strides (in elements) and a dtype; rows may be padded (pitched)."""
+
+    handle: Handle
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def is_contiguous(self) -> bool:
+        """True when the strides are C-contiguous (no row padding)."""
+        return self.strides == contiguous_strides(self.shape)
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order strides, in elements, of a shape."""
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))

@@ -1,0 +1,333 @@
+"""Kernels, their parameters, launch counts and compile keys (DESIGN.md §5).
+
+A :class:`Kernel` is a plain description: a name, typed parameters, a cube (work-group) size and a
+source per dialect. Backends compile it; :class:`CompileCache` keeps what they compiled per device.
+Everything a launch needs to validate its arguments is computed once, when the kernel is built.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from cubeplug.core.errors import ValidationError
+
+if TYPE_CHECKING:
+    from cubeplug.core.handle import Handle
+
+#: Every element type cubeplug knows, by its short name.
+DTYPES: dict[str, np.dtype[Any]] = {
+    "f16": np.dtype(np.float16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
+    "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
+    "bool": np.dtype(np.bool_),
+}
+_NAMES_BY_DTYPE = {dt: name for name, dt in DTYPES.items()}
+
+Access = Literal["read", "write", "read_write"]
+_ACCESS = ("read", "write", "read_write")
+
+
+def dtype_of(name: str | np.dtype[Any] | type) -> str:
+    """The short dtype name for a name, a numpy dtype or a numpy scalar type."""
+    if isinstance(name, str) and name in DTYPES:
+        return name
+    try:
+        dt = np.dtype(name)
+    except TypeError:
+        dt = None
+    if dt is not None and dt in _NAMES_BY_DTYPE:
+        return _NAMES_BY_DTYPE[dt]
+    raise ValidationError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A buffer parameter: its name, element dtype, access, and optional vector width or atomics."""
+
+    name: str
+    dtype: str
+    access: Access = "read_write"
+    vector: int = 1
+    atomic: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", dtype_of(self.dtype))
+        if self.access not in _ACCESS:
+            raise ValidationError(f"Buffer {self.name!r}: access {self.access!r} is not one of {_ACCESS}")
+        if self.vector not in (1, 2, 4):
+            raise ValidationError(f"Buffer {self.name!r}: vector must be 1, 2 or 4, not {self.vector!r}")
+        if self.atomic and self.dtype not in ("i32", "u32"):
+            raise ValidationError(f"Buffer {self.name!r}: atomic buffers must be i32 or u32")
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one element (a whole vector for vector buffers)."""
+        return DTYPES[self.dtype].itemsize * self.vector
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A scalar parameter passed by value: its name and dtype."""
+
+    name: str
+    dtype: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", dtype_of(self.dtype))
+
+
+Param = Buffer | Scalar
+
+
+class ExecutionMode(enum.Enum):
+    """Checked launches validate their arguments before the driver call; unchecked ones skip that."""
+
+    CHECKED = "checked"
+    UNCHECKED = "unchecked"
+
+
+class CubeCount:
+    """How many cubes (work-groups) a launch runs: static ``(x, y, z)`` or read from a buffer."""
+
+    __slots__ = ("handle", "x", "y", "z")
+
+    def __init__(self, x: int = 1, y: int = 1, z: int = 1) -> None:
+        for axis, v in (("x", x), ("y", y), ("z", z)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValidationError(f"CubeCount.{axis} must be an int, got {v!r}")
+            if v < 0 or v > 0xFFFFFFFF:
+                raise ValidationError(f"CubeCount.{axis} = {v} is outside 0..2**32-1")
+        self.x, self.y, self.z = int(x), int(y), int(z)
+        self.handle: Handle | None = None
+
+    @classmethod
+    def dynamic(cls, handle: Handle) -> CubeCount:
+        """A count of three u32 (x, y, z) stored on the device in ``handle``."""
+        count = cls(0, 0, 0)
+        count.handle = handle
+        return count
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when the count is read from a buffer."""
+        return self.handle is not None
+
+    @property
+    def is_empty(self) -> bool:
+        """True for a static count with a zero axis: launching it is a no-op."""
+        return self.handle is None and (self.x == 0 or self.y == 0 or self.z == 0)
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        """(x, y, z) of a static count."""
+        return (self.x, self.y, self.z)
+
+    def __repr__(self) -> str:
+        if self.handle is not None:
+            return f"CubeCount.dynamic({self.handle!r})"
+        return f"CubeCount({self.x}, {self.y}, {self.z})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CubeCount):
+            return NotImplemented
+        return self.as_tuple() == other.as_tuple() and self.handle is other.handle
+
+    def __hash__(self) -> int:
+        return hash((self.x, self.y, self.z, id(self.handle)))
+
+
+@dataclass(frozen=True, slots=True)
+class KernelId:
+    """What identifies a compiled kernel: name, source digest, defines, cube dim, mode and dialect."""
+
+    name: str
+    digest: str
+    defines: tuple[tuple[str, str], ...]
+    cube_dim: tuple[int, int, int]
+    mode: ExecutionMode
+    dialect: str
+
+
+Source = str | Callable[..., Any]
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """A compute kernel: typed params in declared order, a cube dim and sources per dialect."""
+
+    name: str
+    params: tuple[Param, ...]
+    sources: Mapping[str, Source]
+    cube_dim: tuple[int, int, int] = (1, 1, 1)
+    defines: Mapping[str, Any] = field(default_factory=dict)
+    entry: str | None = None
+    # Derived once, used on every checked launch.
+    buffer_params: tuple[Buffer, ...] = field(init=False, repr=False)
+    scalar_params: tuple[Scalar, ...] = field(init=False, repr=False)
+    scalar_dtypes: tuple[np.dtype[Any], ...] = field(init=False, repr=False)
+    digest: str = field(init=False, repr=False)
+
+    def __init__(
+        self,
+        name: str,
+        params: Iterable[Param],
+        sources: Mapping[str, Source],
+        cube_dim: int | tuple[int, ...] = (1, 1, 1),
+        defines: Mapping[str, Any] | None = None,
+        entry: str | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValidationError(f"kernel name must be an identifier, got {name!r}")
+        params = tuple(params)
+        for p in params:
+            if not isinstance(p, (Buffer, Scalar)):
+                raise ValidationError(f"kernel {name!r}: params must be Buffer or Scalar, got {p!r}")
+        names = [p.name for p in params]
+        if len(set(names)) != len(names):
+            raise ValidationError(f"kernel {name!r}: parameter names must be unique, got {names}")
+        if not sources:
+            raise ValidationError(f"kernel {name!r} has no sources; give at least one dialect")
+        dims = (cube_dim,) if isinstance(cube_dim, int) else tuple(cube_dim)
+        dims = (*dims, 1, 1)[:3] if len(dims) < 3 else dims
+        if len(dims) != 3 or any(not isinstance(d, int) or d < 1 for d in dims):
+            raise ValidationError(f"kernel {name!r}: cube_dim must be 1 to 3 positive ints, got {cube_dim!r}")
+        set_(self, "name", name)
+        set_(self, "params", params)
+        set_(self, "sources", dict(sources))
+        set_(self, "cube_dim", (int(dims[0]), int(dims[1]), int(dims[2])))
+        set_(self, "defines", dict(defines or {}))
+        set_(self, "entry", entry)
+        set_(self, "buffer_params", tuple(p for p in params if isinstance(p, Buffer)))
+        set_(self, "scalar_params", tuple(p for p in params if isinstance(p, Scalar)))
+        set_(self, "scalar_dtypes", tuple(DTYPES[p.dtype] for p in self.scalar_params))
+        h = hashlib.sha256(repr((name, params, self.cube_dim, sorted(self.defines.items()))).encode())
+        for dialect in sorted(self.sources):
+            src = self.sources[dialect]
+            h.update(dialect.encode())
+            h.update(src.encode() if isinstance(src, str) else _callable_key(src).encode())
+        set_(self, "digest", h.hexdigest()[:20])
+
+    @property
+    def entry_point(self) -> str:
+        """The name of the entry point in the source."""
+        return self.entry or self.name
+
+    def kernel_id(self, mode: ExecutionMode, dialect: str) -> KernelId:
+        """The compile key of this kernel for a mode and a dialect."""
+        defines = tuple(sorted((k, str(v)) for k, v in self.defines.items()))
+        return KernelId(self.name, self.digest, defines, self.cube_dim, mode, dialect)
+
+    def pick_dialect(self, dialects: Iterable[str], backend: str) -> str:
+        """The first of a backend's dialects this kernel has a source for."""
+        dialects = tuple(dialects)
+        for d in dialects:
+            if d in self.sources:
+                return d
+        raise ValidationError(
+            f"kernel {self.name!r} has no source for backend {backend!r}: it has "
+            f"{sorted(self.sources)}, the backend compiles {list(dialects)}; add a source for one of them"
+        )
+
+    def pack_scalars(self, values: Iterable[Any]) -> list[Any]:
+        """The scalar values as numpy scalars of their declared dtypes; raise if one does not fit."""
+        values = list(values)
+        if len(values) != len(self.scalar_params):
+            raise ValidationError(
+                f"kernel {self.name!r} takes {len(self.scalar_params)} scalars "
+                f"({', '.join(p.name for p in self.scalar_params) or 'none'}), got {len(values)}"
+            )
+        return [to_scalar(p, v, self.name) for p, v in zip(self.scalar_params, values)]
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r}, {len(self.params)} params, cube_dim={self.cube_dim})"
+
+
+def _callable_key(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        return f"{fn.__module__}.{fn.__qualname__}:{hashlib.sha256(code.co_code).hexdigest()[:12]}"
+    return f"{type(fn).__module__}.{type(fn).__qualname__}:{id(fn)}"
+
+
+def to_scalar(param: Scalar, value: Any, kernel: str = "?") -> Any:
+    """Convert ``value`` to the numpy scalar of ``param``'s dtype, or raise ValidationError."""
+    dt = DTYPES[param.dtype]
+    where = f"kernel {kernel!r} scalar {param.name!r} ({param.dtype})"
+    if isinstance(value, np.generic) and value.dtype == dt:
+        return value
+    if dt.kind in "iu":
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise ValidationError(f"{where}: {value!r} is not an integer")
+        try:
+            iv = int(value)
+        except (TypeError, ValueError) as e:
+            raise ValidationError(f"{where}: {value!r} is not a number") from e
+        info = np.iinfo(dt)
+        if not info.min <= iv <= info.max:
+            raise ValidationError(f"{where}: {iv} does not fit in {info.min}..{info.max}")
+        return dt.type(iv)
+    if dt.kind == "f":
+        try:
+            fv = float(value)
+        except (TypeError, ValueError) as e:
+            raise ValidationError(f"{where}: {value!r} is not a number") from e
+        if np.isfinite(fv) and abs(fv) > float(np.finfo(dt).max):
+            raise ValidationError(f"{where}: {fv} overflows {param.dtype} (max {np.finfo(dt).max})")
+        return dt.type(fv)
+    if dt.kind == "b":
+        if not isinstance(value, (bool, np.bool_, int, np.integer)) or int(value) not in (0, 1):
+            raise ValidationError(f"{where}: {value!r} is not a bool")
+        return np.bool_(bool(value))
+    raise ValidationError(f"{where}: unsupported dtype")  # pragma: no cover
+
+
+class CompileCache:
+    """Compiled kernels of one device, by KernelId; thread-safe, compiles each key once."""
+
+    def __init__(self) -> None:
+        self._entries: dict[KernelId, Any] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: KernelId, compile: Callable[[], Any]) -> Any:
+        """The compiled kernel for ``key``, compiling it with ``compile()`` on a miss."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self.hits += 1
+            return entry
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                entry = compile()
+                self._entries[key] = entry
+            else:
+                self.hits += 1
+            return entry
+
+    def __contains__(self, key: KernelId) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every compiled kernel."""
+        with self._lock:
+            self._entries.clear()

@@ -1,0 +1,76 @@
+"""Pool options, the default ladder of pools and the allocation modes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Literal
+
+from cubeplug.core.errors import ValidationError
+
+MiB = 1 << 20
+
+
+class AllocationMode(enum.Enum):
+    """Where reservations go: the pool ladder (AUTO) or exact-size persistent buckets (PERSISTENT)."""
+
+    AUTO = "auto"
+    PERSISTENT = "persistent"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOptions:
+    """One pool of the ladder: sliced pages of ``page_size`` or exclusive pages, up to ``max_slice_size``."""
+
+    kind: Literal["sliced", "exclusive"]
+    #: Largest reservation the pool takes (sliced pools also take sizes within 20 % of a page).
+    max_slice_size: int
+    #: Size of each page (sliced pools only; exclusive pages are sized per reservation).
+    page_size: int = 0
+    #: At most this many pages (None: no cap); a full capped pool spills to the next pool.
+    max_pages: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("sliced", "exclusive"):
+            raise ValidationError(f"pool kind is 'sliced' or 'exclusive', got {self.kind!r}")
+        if self.max_slice_size < 0 or self.page_size < 0:
+            raise ValidationError(f"pool sizes are non-negative, got {self}")
+        if self.kind == "sliced" and not 0 < self.max_slice_size <= self.page_size:
+            raise ValidationError(f"a sliced pool needs 0 < max_slice_size <= page_size, got {self}")
+        if self.max_pages is not None and self.max_pages < 1:
+            raise ValidationError(f"max_pages is at least 1 (or None), got {self.max_pages}")
+
+    @classmethod
+    def sliced(cls, page_size: int, max_slice_size: int, max_pages: int | None = None) -> PoolOptions:
+        """A pool cutting pages of ``page_size`` into slices of at most ``max_slice_size``."""
+        return cls("sliced", max_slice_size, page_size, max_pages)
+
+    @classmethod
+    def exclusive(cls, max_alloc_size: int, max_pages: int | None = None) -> PoolOptions:
+        """A pool giving each reservation of at most ``max_alloc_size`` its own page."""
+        return cls("exclusive", max_alloc_size, 0, max_pages)
+
+    def accepts(self, size: int) -> bool:
+        """True if this pool takes a reservation of ``size`` bytes."""
+        if size <= self.max_slice_size:
+            return True
+        # Sliced pools also take sizes that leave less than 20 % of a page unused (CubeCL's rule).
+        page = self.page_size
+        return self.kind == "sliced" and size <= page and (page - size) * 5 < page
+
+
+def default_pools(max_page_size: int, alignment: int) -> list[PoolOptions]:
+    """CubeCL's ladder: a zero-size exclusive pool, sliced pools from small to large, an exclusive tail."""
+    align = max(1, alignment)
+    page_sizes: list[int] = []
+    current = max_page_size
+    while current >= 32 * MiB:
+        current //= 4
+        current = -(-current // align) * align
+        page_sizes.append(current)
+    pools = [PoolOptions.exclusive(0)]
+    # The k-th page size (k from 1, largest first) gets slices of at most page / 2**k.
+    sliced = [PoolOptions.sliced(page, page // 2**k) for k, page in enumerate(page_sizes, start=1)]
+    pools.extend(reversed(sliced))
+    pools.append(PoolOptions.exclusive(max_page_size))
+    return pools

@@ -1,0 +1,267 @@
+"""The sliced pool: pages of one size cut into slices, with first fit, splitting and coalescing."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from cubeplug.core.memory.pages import PageSource
+from cubeplug.core.memory.slice_token import SliceRef, SliceToken
+from cubeplug.core.memory.usage import MemoryUsage, PoolReport
+from cubeplug.core.storage import StorageHandle
+
+
+class _Page:
+    """One storage allocation and the first of its slices (a list linked by offset)."""
+
+    __slots__ = ("handle", "head", "used", "used_bytes")
+
+    def __init__(self, handle: StorageHandle) -> None:
+        self.handle = handle
+        self.head: _Slice | None = None
+        #: Number and bytes of the slices lent now.
+        self.used = 0
+        self.used_bytes = 0
+
+
+class _Slice:
+    """A region of a page, free or lent; ``next`` is the slice that follows it in the page."""
+
+    __slots__ = ("free", "next", "offset", "page", "ref", "requested", "size", "storage")
+
+    def __init__(self, page: _Page, offset: int, size: int, next: _Slice | None = None) -> None:
+        self.page = page
+        self.offset = offset
+        self.size = size
+        self.next = next
+        self.free = True
+        self.ref: SliceRef | None = None
+        self.requested = 0
+        #: The StorageHandle of this region, kept while offset and size stay the same.
+        self.storage: StorageHandle | None = None
+
+
+class SlicedPool:
+    """Pages of ``page_size`` cut into aligned slices up to ``max_slice_size`` (or within 20 % of a page).
+
+    A reservation first reuses a freed slice of exactly its padded size (the most recently freed
+    one still intact), so that the steady state of freeing and reserving one size costs O(1);
+    otherwise it takes the first free slice that fits, over pages in the order they were allocated
+    and offsets in a page, coalescing adjacent free slices as it goes, and splits off the aligned
+    remainder. Pages are returned to the storage only by an explicit cleanup, and only when no
+    slice of them is lent.
+    """
+
+    kind = "sliced"
+
+    def __init__(
+        self, source: PageSource, page_size: int, max_slice_size: int, max_pages: int | None = None
+    ) -> None:
+        self._source = source
+        self._align = source.alignment
+        self.page_size = source.align(page_size)
+        self.max_slice_size = max_slice_size
+        self.max_pages = max_pages
+        self._pages: list[_Page] = []
+        #: Freed slices by size, most recent last; entries are checked when taken (lazy removal).
+        self._free_sizes: dict[int, list[_Slice]] = {}
+        self._index_entries = 0
+        self._slices = 0
+        self._freed: deque[SliceRef] = deque()
+        self._on_free = self._freed.append
+        self._live = 0
+        self._in_use = 0
+        self._padding = 0
+        self._reserved = 0
+
+    # ------------------------------------------------------------------ routing
+    def accepts(self, size: int) -> bool:
+        """True for sizes up to the largest slice, or that leave less than 20 % of a page unused."""
+        if size <= self.max_slice_size:
+            return True
+        page = self.page_size
+        return size <= page and (page - size) * 5 < page
+
+    # ------------------------------------------------------------------ reservations
+    def try_reserve(self, size: int) -> SliceToken | None:
+        """A slice of a page the pool holds: an exact-size free slice, else the first that fits."""
+        if self._freed:
+            self._drain()
+        a = self._align
+        padded = -(-size // a) * a or a
+        bucket = self._free_sizes.get(padded)
+        while bucket:
+            s = bucket.pop()
+            self._index_entries -= 1
+            if s.free and s.size == padded:
+                return self._take(s, size)
+        return self._first_fit(size, padded)
+
+    def alloc(self, size: int) -> SliceToken | None:
+        """A slice at the start of a new page; None when ``max_pages`` pages exist already."""
+        if self.max_pages is not None and len(self._pages) >= self.max_pages:
+            return None
+        a = self._align
+        padded = -(-size // a) * a or a
+        page_size = self.page_size
+        page = _Page(self._source.alloc(page_size))
+        s = page.head = _Slice(page, 0, page_size)
+        self._pages.append(page)
+        self._slices += 1
+        self._reserved += page_size
+        if padded < page_size:
+            self._split(s, padded)
+        return self._take(s, size)
+
+    def _take(self, s: _Slice, size: int) -> SliceToken:
+        s.free = False
+        page = s.page
+        page.used += 1
+        page.used_bytes += s.size
+        storage = s.storage
+        if storage is None:
+            storage = s.storage = page.handle.region(s.offset, s.size)
+        token = SliceToken(storage)
+        ref = SliceRef(token, self._on_free)
+        ref.slice = s
+        s.ref = ref
+        s.requested = size
+        self._live += 1
+        self._in_use += size
+        self._padding += s.size - size
+        return token
+
+    def _split(self, s: _Slice, size: int) -> None:
+        s.next = _Slice(s.page, s.offset + size, s.size - size, s.next)
+        s.size = size
+        s.storage = None
+        self._slices += 1
+
+    def _first_fit(self, size: int, padded: int) -> SliceToken | None:
+        page_size = self.page_size
+        for page in self._pages:
+            if page_size - page.used_bytes < padded:
+                continue
+            s = page.head
+            while s is not None:
+                if s.free:
+                    n = s.next
+                    merged = n is not None and n.free
+                    while n is not None and n.free:
+                        s.size += n.size
+                        n.free = False
+                        n = n.next
+                        self._slices -= 1
+                    if merged:
+                        s.next = n
+                        s.storage = None
+                    if s.size >= padded:
+                        if s.size > padded:
+                            self._split(s, padded)
+                        return self._take(s, size)
+                s = s.next
+        return None
+
+    # ------------------------------------------------------------------ frees
+    def _drain(self) -> None:
+        """Mark free the slices whose tokens died (their weak references queued themselves)."""
+        freed = self._freed
+        free_sizes = self._free_sizes
+        while freed:
+            ref = freed.popleft()
+            s = ref.slice
+            if s.ref is not ref:
+                continue
+            s.ref = None
+            s.free = True
+            page = s.page
+            page.used -= 1
+            page.used_bytes -= s.size
+            self._live -= 1
+            self._in_use -= s.requested
+            self._padding -= s.size - s.requested
+            bucket = free_sizes.get(s.size)
+            if bucket is None:
+                free_sizes[s.size] = [s]
+            else:
+                bucket.append(s)
+            self._index_entries += 1
+        if self._index_entries > 2 * self._slices + 64:
+            self._rebuild_index()
+
+    def _rebuild_index(self) -> None:
+        """Drop stale entries of the freed-slice index (merged, taken or freed-page slices), keeping order."""
+        index: dict[int, list[_Slice]] = {}
+        entries = 0
+        for size, bucket in self._free_sizes.items():
+            seen: set[int] = set()
+            kept = []
+            for s in bucket:
+                if s.free and s.size == size and id(s) not in seen:
+                    seen.add(id(s))
+                    kept.append(s)
+            if kept:
+                index[size] = kept
+                entries += len(kept)
+        self._free_sizes = index
+        self._index_entries = entries
+
+    def cleanup(self, explicit: bool) -> int:
+        """On explicit cleanup, return every page with no lent slice to the storage; the bytes freed."""
+        if not explicit:
+            return 0
+        if self._freed:
+            self._drain()
+        keep: list[_Page] = []
+        freed = 0
+        for page in self._pages:
+            if page.used:
+                keep.append(page)
+                continue
+            s = page.head
+            while s is not None:
+                s.free = False
+                self._slices -= 1
+                s = s.next
+            page.head = None
+            self._source.free(page.handle, self.page_size)
+            freed += self.page_size
+        if freed:
+            self._pages = keep
+            self._reserved -= freed
+            self._rebuild_index()
+        return freed
+
+    # ------------------------------------------------------------------ figures
+    def usage(self) -> MemoryUsage:
+        """Live slices, their requested bytes, their padding and the bytes of the pool's pages."""
+        if self._freed:
+            self._drain()
+        return MemoryUsage(self._live, self._in_use, self._padding, self._reserved)
+
+    def report(self) -> PoolReport:
+        """The pool's page size, largest slice, pages, live slices and bytes."""
+        if self._freed:
+            self._drain()
+        return PoolReport(
+            self.kind,
+            self.page_size,
+            self.max_slice_size,
+            len(self._pages),
+            self._live,
+            self._in_use,
+            self._reserved,
+        )
+
+    def layout(self) -> list[list[tuple[int, int, bool]]]:
+        """Per page, its slices as (offset, size, lent) in offset order (for tests and debugging)."""
+        if self._freed:
+            self._drain()
+        pages = []
+        for page in self._pages:
+            slices = []
+            s = page.head
+            while s is not None:
+                slices.append((s.offset, s.size, not s.free))
+                s = s.next
+            pages.append(slices)
+        return pages

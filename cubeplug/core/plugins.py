@@ -1,0 +1,665 @@
+"""The plugin registry: backend discovery through entry points, loading on use, isolation (DESIGN.md §3).
+
+Entry-point names of the group ``cubeplug.backends`` are read once (no import); a plugin module is
+imported only when its backend is needed, when auto-selection walks the backends, or when listing
+with ``--probe``. Each plugin loads in its own ``try``: a half registration is rolled back and the
+failure is recorded (dist==version, entry point, cause, remedy); only the selected backend's
+failure raises. Factory hooks are called only on the plugin that registered the backend name.
+
+Environment: ``CUBEPLUG_DISABLE=a,b`` blocks entry points (or distributions) before import;
+``CUBEPLUG_AUTOLOAD=0`` with ``CUBEPLUG_PLUGINS=a,b`` loads only those plugins (plus cubeplug's own);
+``CUBEPLUG_STRICT_PLUGINS=1`` turns any plugin failure into an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from cubeplug.core.backend import API_VERSION, BackendSpec, Probe
+from cubeplug.core.errors import BackendUnavailableError, CubeplugError, PluginError
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from cubeplug.core.client import ComputeClient
+    from cubeplug.core.config import Config
+    from cubeplug.core.storage import MemoryProperties
+
+log = logging.getLogger("cubeplug.plugins")
+
+GROUP = "cubeplug.backends"
+OWN_DIST = "cubeplug"
+IN_PROCESS = "(in-process)"
+#: Backends cubeplug knows of, with the pip command that provides them.
+KNOWN_EXTRAS = {
+    "cuda": "pip install 'cubeplug[cuda12]' (CUDA 12) or 'cubeplug[cuda13]' (CUDA 13)",
+    "opencl": "pip install 'cubeplug[opencl]' (or 'cubeplug[pocl]' for the PoCL CPU driver)",
+    "pocl": "pip install 'cubeplug[pocl]'",
+    "webgpu": "pip install 'cubeplug[webgpu]'",
+}
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_MISSING: Any = object()
+_OBSERVERS = ("cubeplug_kernel_compiled", "cubeplug_out_of_memory")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _canon(dist: str | None) -> str:
+    return re.sub(r"[-_.]+", "-", dist or "").lower()
+
+
+def _names(value: str | None) -> set[str]:
+    return {v.strip() for v in (value or "").split(",") if v.strip()}
+
+
+@dataclass(eq=False)
+class PluginEntry:
+    """One plugin: an entry point of the group (or an in-process registration) and its load state."""
+
+    name: str
+    value: str
+    dist: str | None = None
+    version: str | None = None
+    ep: metadata.EntryPoint | None = None
+    status: str = "not loaded"  # not loaded | loaded | failed | blocked
+    reason: str = ""
+    error: PluginError | None = None
+    plugin: Any = None
+    backends: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``dist==version`` (or what is known of it)."""
+        if self.dist is None:
+            return "?"
+        return self.dist if self.version is None else f"{self.dist}=={self.version}"
+
+    @property
+    def builtin(self) -> bool:
+        """True for the backends cubeplug itself registers."""
+        return _canon(self.dist) == OWN_DIST
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered backend: its spec and the plugin entry that provides it."""
+
+    spec: BackendSpec
+    entry: PluginEntry
+
+    @property
+    def name(self) -> str:
+        """The backend's name."""
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """One row of ``cubeplug list``: name, dist==version, status and reason."""
+
+    name: str
+    dist: str
+    status: str  # ok | failed | blocked | unavailable | not probed
+    reason: str = ""
+    entry_point: str = ""
+    kind: str = ""
+    priority: int | None = None
+    description: str = ""
+    devices: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class PluginRegistry:
+    """Entry-point discovery, lazy plugin loading, backend lookup and hook calls for one process."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self.disabled = _names(env.get("CUBEPLUG_DISABLE"))
+        self.autoload = env.get("CUBEPLUG_AUTOLOAD", "").strip().lower() not in ("0", "false", "no", "off")
+        self.only = _names(env.get("CUBEPLUG_PLUGINS"))
+        self.strict = env.get("CUBEPLUG_STRICT_PLUGINS", "").strip().lower() in _TRUE
+        self._lock = threading.RLock()
+        self._pm: pluggy.PluginManager | None = None
+        self._entries: dict[str, PluginEntry] | None = None
+        self._backends: dict[str, Backend] = {}
+        self._probes: dict[str, Probe] = {}
+        self._observers: frozenset[str] = frozenset()
+        self._configured: Any = None
+
+    # ------------------------------------------------------------------ discovery (cheap, no import)
+    @property
+    def pm(self) -> pluggy.PluginManager:
+        """The pluggy manager, created on first use with cubeplug's hookspecs."""
+        if self._pm is None:
+            import pluggy
+
+            from cubeplug import hookspecs
+
+            pm = pluggy.PluginManager(hookspecs.PROJECT)
+            pm.add_hookspecs(hookspecs)
+            self._pm = pm
+        return self._pm
+
+    def entries(self) -> dict[str, PluginEntry]:
+        """Every plugin entry by name, from the entry points read once (nothing is imported)."""
+        with self._lock:
+            if self._entries is None:
+                self._entries = {}
+                for ep, dist, version in _entry_points():
+                    self._add_entry(ep, dist, version)
+            return self._entries
+
+    def _add_entry(self, ep: metadata.EntryPoint, dist: str | None, version: str | None) -> None:
+        assert self._entries is not None
+        new = PluginEntry(ep.name, ep.value, dist, version, ep)
+        old = self._entries.get(ep.name)
+        if old is None:
+            self._entries[ep.name] = new
+            if reason := self._blocked(new):
+                new.status, new.reason = "blocked", reason
+            return
+        if _canon(old.dist) == _canon(dist) and old.value == ep.value:
+            return  # the same distribution seen twice on sys.path: identical, deduplicated
+        err = PluginError(
+            f"two distributions provide the backend {ep.name!r}: {old.label} ({old.value}) and "
+            f"{new.label} ({new.value})",
+            dist=new.dist,
+            version=new.version,
+            entry_point=f"{ep.name} = {ep.value}",
+            remedy=f"uninstall one of {old.dist} and {new.dist}",
+        )
+        if old.status != "blocked":
+            old.status, old.reason, old.error = "failed", f"conflict: {old.label} and {new.label}", err
+        old.dist, old.version = f"{old.label} + {new.label}", None
+
+    def _blocked(self, entry: PluginEntry) -> str:
+        if entry.name in self.disabled or (entry.dist and entry.dist in self.disabled):
+            return "disabled by CUBEPLUG_DISABLE"
+        if not self.autoload and not entry.builtin and entry.name not in self.only:
+            return "CUBEPLUG_AUTOLOAD=0 and not named in CUBEPLUG_PLUGINS"
+        return ""
+
+    def names(self) -> list[str]:
+        """Every backend name known: entry points and the backends of loaded plugins, sorted."""
+        with self._lock:
+            return sorted(set(self.entries()) | set(self._backends))
+
+    def failures(self) -> list[PluginEntry]:
+        """Plugins that failed to load so far."""
+        return [e for e in self.entries().values() if e.status == "failed"]
+
+    # ------------------------------------------------------------------ loading
+    def load(self, name: str) -> PluginEntry | None:
+        """Import and register the plugin of entry point ``name`` once; failures are recorded, not raised."""
+        with self._lock:
+            entry = self.entries().get(name)
+            if entry is None or entry.status != "not loaded":
+                return entry
+            assert entry.ep is not None
+            try:
+                plugin = entry.ep.load()
+            except Exception as exc:
+                self._fail(entry, "failed to import", exc, f"reinstall or upgrade {entry.dist}")
+                return entry
+            self._register(entry, plugin)
+            return entry
+
+    def load_all(self) -> list[PluginEntry]:
+        """Load every plugin that is not blocked; with CUBEPLUG_STRICT_PLUGINS=1, raise the first failure."""
+        for name in list(self.entries()):
+            self.load(name)
+        self._raise_if_strict()
+        return list(self.entries().values())
+
+    def _raise_if_strict(self) -> None:
+        if self.strict:
+            for entry in self.failures():
+                assert entry.error is not None
+                raise entry.error from entry.error.cause
+
+    def _fail(self, entry: PluginEntry, what: str, exc: BaseException, remedy: str) -> None:
+        if isinstance(exc, PluginError):
+            err = exc
+        elif entry.dist == IN_PROCESS:
+            err = PluginError(f"in-process plugin {entry.value} {what}", cause=exc)
+        else:
+            err = PluginError(
+                f"plugin {entry.name!r} {what}",
+                dist=entry.dist,
+                version=entry.version,
+                entry_point=f"{entry.name} = {entry.value}",
+                cause=exc,
+                remedy=f"{remedy}, or block it with CUBEPLUG_DISABLE={entry.name}",
+            )
+        detail = str(exc).split("; ")[0] if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+        entry.status, entry.reason, entry.error = "failed", f"{what}: {detail}", err
+        log.warning("%s", err)
+
+    def _register(self, entry: PluginEntry, plugin: Any) -> None:
+        pm = self.pm
+        for other in self.entries().values():
+            if other.plugin is plugin and other is not entry:  # the same module under a second name
+                entry.status, entry.plugin, entry.backends = "loaded", plugin, other.backends
+                return
+        registered, added = False, []
+        try:
+            pm.register(plugin, name=f"{GROUP}:{entry.name}")
+            registered = True
+            specs = self._specs(entry, plugin)
+            for spec in specs:
+                self._check_free(entry, spec.name)
+                self._backends[spec.name] = Backend(spec, entry)
+                added.append(spec.name)
+            if entry.dist != IN_PROCESS and entry.name not in added:
+                raise self._error(
+                    entry,
+                    f"entry point {entry.name!r} names a backend its plugin does not provide "
+                    f"(it provides: {', '.join(added) or 'none'})",
+                    remedy="make the entry-point name the backend's name",
+                )
+        except Exception as exc:
+            for name in added:
+                self._backends.pop(name, None)
+            if registered:
+                pm.unregister(plugin)
+            self._fail(entry, "failed to register", exc, f"report it to the authors of {entry.dist}")
+            return
+        entry.status, entry.plugin, entry.backends = "loaded", plugin, tuple(added)
+        self._update_observers()
+
+    def _specs(self, entry: PluginEntry, plugin: Any) -> list[BackendSpec]:
+        specs = self._call_impl(plugin, "cubeplug_backends")
+        if specs is _MISSING:
+            raise self._error(entry, "the plugin implements no cubeplug_backends hook")
+        if not isinstance(specs, (list, tuple)) or not all(isinstance(s, BackendSpec) for s in specs):
+            raise self._error(
+                entry, f"cubeplug_backends returned {type(specs).__name__}, not a list of BackendSpec"
+            )
+        for spec in specs:
+            if spec.api_version != API_VERSION:
+                raise self._error(
+                    entry,
+                    f"backend {spec.name!r} declares hook API version {spec.api_version}, "
+                    f"but this cubeplug speaks version {API_VERSION}",
+                    remedy=f"install a release of {entry.dist} built for cubeplug hook API {API_VERSION}",
+                )
+            if not _NAME.match(spec.name) or spec.name == "auto":
+                raise self._error(
+                    entry, f"invalid backend name {spec.name!r} (lowercase letters, digits, - _)"
+                )
+        return list(specs)
+
+    def _check_free(self, entry: PluginEntry, name: str) -> None:
+        other: PluginEntry | None = None
+        if name in self._backends and self._backends[name].entry.plugin is not entry.plugin:
+            other = self._backends[name].entry
+        owner = self.entries().get(name)
+        if (
+            other is None
+            and owner is not None
+            and owner is not entry
+            and owner.status != "blocked"
+            and owner.value != entry.value
+        ):
+            other = owner
+        if other is not None:
+            raise self._error(
+                entry,
+                f"two distributions provide the backend {name!r}: {other.label} ({other.value}) and "
+                f"{entry.label} ({entry.value})",
+                remedy=f"uninstall one of {other.dist} and {entry.dist}",
+            )
+
+    def _error(self, entry: PluginEntry, message: str, remedy: str | None = None) -> PluginError:
+        if entry.dist == IN_PROCESS:
+            return PluginError(f"in-process plugin {entry.value}: {message}", remedy=remedy)
+        return PluginError(
+            message,
+            dist=entry.dist,
+            version=entry.version,
+            entry_point=f"{entry.name} = {entry.value}",
+            remedy=remedy or f"report it to the authors of {entry.dist}",
+        )
+
+    # ------------------------------------------------------------------ in-process registration
+    def register_backend(self, plugin: Any, name: str | None = None, *, replace: bool = False) -> list[str]:
+        """Register a module or object holding hook implementations, in this process; return its backends."""
+        with self._lock:
+            entries = self.entries()
+            for entry in entries.values():
+                if entry.plugin is plugin and entry.status == "loaded":
+                    return list(entry.backends)
+            module = getattr(plugin, "__name__", None) or type(plugin).__qualname__
+            for entry in entries.values():
+                if (
+                    entry.value == module
+                    and entry.status == "not loaded"
+                    and (name is None or name == entry.name)
+                ):
+                    self._register(entry, plugin)  # the installed entry point itself: identical
+                    self._raise_for(entry)
+                    return list(entry.backends)
+            hook = getattr(plugin, "cubeplug_backends", None)
+            if not callable(hook):
+                raise PluginError(
+                    f"{module} implements no cubeplug_backends hook", remedy="add one with @hookimpl"
+                )
+            specs = [s for s in hook() if isinstance(s, BackendSpec)]  # checked again on registration
+            key = name or (specs[0].name if specs else module)
+            for spec in specs:
+                owner = entries.get(spec.name) or (
+                    self._backends[spec.name].entry if spec.name in self._backends else None
+                )
+                if owner is not None and owner.plugin is not plugin:
+                    if not replace:
+                        raise PluginError(
+                            f"backend {spec.name!r} is already provided by {owner.label} ({owner.value})",
+                            dist=IN_PROCESS,
+                            remedy="pass replace=True to shadow it in this process",
+                        )
+                    self._remove(owner, f"replaced in process by {module}")
+            entry = PluginEntry(key, module, IN_PROCESS, None)
+            entries[key] = entry
+            self._register(entry, plugin)
+            if entry.status != "loaded":
+                del entries[key]
+            self._raise_for(entry)
+            return list(entry.backends)
+
+    def unregister_backend(self, name: str) -> None:
+        """Remove the plugin that provides backend ``name`` (registered in process or loaded)."""
+        with self._lock:
+            backend = self._backends.get(name)
+            entry = backend.entry if backend else self.entries().get(name)
+            if entry is not None:
+                self._remove(entry, "unregistered")
+                if entry.dist == IN_PROCESS:
+                    self.entries().pop(entry.name, None)
+
+    def _remove(self, entry: PluginEntry, reason: str) -> None:
+        for bname in entry.backends:
+            self._backends.pop(bname, None)
+            self._probes.pop(bname, None)
+        if entry.plugin is not None and self.pm.is_registered(entry.plugin):
+            self.pm.unregister(entry.plugin)
+        entry.status, entry.reason, entry.plugin, entry.backends = "blocked", reason, None, ()
+        self._update_observers()
+
+    def _raise_for(self, entry: PluginEntry) -> None:
+        if entry.status == "failed" and entry.error is not None:
+            raise entry.error from entry.error.cause
+
+    # ------------------------------------------------------------------ backend lookup
+    def backend(self, name: str) -> Backend:
+        """The backend ``name``, loading its plugin; raises PluginError (cause chained) if it failed."""
+        with self._lock:
+            if self.strict:
+                self.load_all()
+            if name in self._backends:
+                return self._backends[name]
+            entry = self.entries().get(name)
+            if entry is None:
+                raise BackendUnavailableError(unknown_backend_message(name, self.names()))
+            if entry.status == "blocked":
+                raise BackendUnavailableError(f"backend {name!r} ({entry.label}) is blocked: {entry.reason}")
+            self.load(name)
+            self._raise_for(entry)
+            if name not in self._backends:
+                raise BackendUnavailableError(f"backend {name!r} is not registered ({entry.reason})")
+            return self._backends[name]
+
+    def loaded_backends(self) -> list[Backend]:
+        """The backends of the plugins loaded so far."""
+        return list(self._backends.values())
+
+    def probe(self, name: str) -> Probe:
+        """The backend's probe result, computed once; a probe that raises counts as unavailable."""
+        with self._lock:
+            if name not in self._probes:
+                spec = self.backend(name).spec
+                try:
+                    result = spec.probe()
+                    if not isinstance(result, Probe):
+                        result = Probe.unavailable(f"probe returned {type(result).__name__}, not Probe")
+                except Exception as exc:
+                    result = Probe.unavailable(f"probe raised {type(exc).__name__}: {exc}")
+                self._probes[name] = result
+            return self._probes[name]
+
+    # ------------------------------------------------------------------ hooks
+    def _call_impl(self, plugin: Any, hook: str, **kwargs: Any) -> Any:
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            if impl.plugin is plugin:
+                return impl.function(*(kwargs[a] for a in impl.argnames))
+        return _MISSING
+
+    def call(
+        self, name: str, hook: str, expected: type | None = None, optional: bool = False, **kw: Any
+    ) -> Any:
+        """Call ``hook`` only on the plugin that registered backend ``name``, checking the result's type."""
+        backend = self.backend(name)
+        entry = backend.entry
+        try:
+            result = self._call_impl(entry.plugin, hook, **kw)
+        except CubeplugError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"{hook} of backend {name!r} raised",
+                dist=entry.dist,
+                version=entry.version,
+                entry_point=f"{entry.name} = {entry.value}",
+                cause=exc,
+                remedy=f"report it to the authors of {entry.dist}",
+            ) from exc
+        if result is _MISSING or result is None:
+            if optional:
+                return None
+            raise self._error(entry, f"the plugin of backend {name!r} returned nothing from {hook}")
+        if expected is not None and not isinstance(result, expected):
+            raise self._error(
+                entry,
+                f"{hook} of backend {name!r} returned {type(result).__name__}, not {expected.__name__}",
+            )
+        return result
+
+    def build_client(self, name: str, device: int, config: Config) -> ComputeClient:
+        """Build storage, streams and server for ``device`` of backend ``name`` and wrap them in a client."""
+        from cubeplug.core.client import ComputeClient
+        from cubeplug.core.server import ComputeServer
+        from cubeplug.core.storage import ComputeStorage
+        from cubeplug.core.stream import EventStreamBackend
+
+        args: dict[str, Any] = {"backend": name, "device": device, "config": config}
+        storage = self.call(name, "cubeplug_compute_storage", ComputeStorage, **args)
+        streams = self.call(name, "cubeplug_event_stream_backend", EventStreamBackend, optional=True, **args)
+        server = self.call(
+            name, "cubeplug_compute_server", ComputeServer, storage=storage, streams=streams, **args
+        )
+        return ComputeClient(server)
+
+    def memory_properties(self, name: str, device: int = 0) -> MemoryProperties | None:
+        """The backend's memory properties for ``device`` (None if its plugin does not say)."""
+        from cubeplug.core.storage import MemoryProperties
+
+        result: MemoryProperties | None = self.call(
+            name, "cubeplug_memory_properties", MemoryProperties, optional=True, backend=name, device=device
+        )
+        return result
+
+    def configure(self, config: Config) -> None:
+        """Hand the effective config to every plugin through the historic ``cubeplug_configure`` hook."""
+        with self._lock:
+            if config is not self._configured:
+                self._configured = config
+                try:
+                    self.pm.hook.cubeplug_configure.call_historic(kwargs={"config": config})
+                except Exception:
+                    log.warning("a plugin's cubeplug_configure hook failed", exc_info=True)
+
+    def diagnostics(self, name: str) -> dict[str, Any]:
+        """Merged ``cubeplug_diagnostics`` sections about ``name`` from every loaded plugin; never raises."""
+        out: dict[str, Any] = {}
+        for impl in self.pm.hook.cubeplug_diagnostics.get_hookimpls():
+            plugin_name = self.pm.get_name(impl.plugin) or "?"
+            try:
+                result = impl.function(*({"backend": name}[a] for a in impl.argnames))
+            except Exception as exc:
+                out[f"{plugin_name} (error)"] = f"{type(exc).__name__}: {exc}"
+                continue
+            if isinstance(result, Mapping):
+                out.update(result)
+            elif result is not None:
+                out[f"{plugin_name} (error)"] = f"returned {type(result).__name__}, not dict"
+        return out
+
+    def _update_observers(self) -> None:
+        pm = self.pm
+        self._observers = frozenset(h for h in _OBSERVERS if getattr(pm.hook, h).get_hookimpls())
+
+    def notify(self, hook: str, **kwargs: Any) -> None:
+        """Call an observer hook on every plugin that implements it; errors are logged, never raised."""
+        if hook not in self._observers:
+            return
+        try:
+            getattr(self.pm.hook, hook)(**kwargs)
+        except Exception:
+            log.warning("observer hook %s failed", hook, exc_info=True)
+
+    # ------------------------------------------------------------------ listing
+    def listing(self, probe: bool = False) -> list[BackendStatus]:
+        """One row per backend for ``cubeplug list``; only ``probe=True`` imports plugins."""
+        with self._lock:
+            if probe:
+                for name in list(self.entries()):
+                    self.load(name)
+            rows: dict[str, BackendStatus] = {}
+            for entry in self.entries().values():
+                if entry.status in ("failed", "blocked") or (entry.status == "not loaded"):
+                    status = "not probed" if entry.status == "not loaded" else entry.status
+                    rows[entry.name] = BackendStatus(
+                        entry.name, entry.label, status, entry.reason, f"{entry.name} = {entry.value}"
+                    )
+            for backend in self._backends.values():
+                spec, entry = backend.spec, backend.entry
+                status, reason = "not probed", ""
+                devices: tuple[str, ...] = ()
+                details: dict[str, Any] = {}
+                if probe or spec.name in self._probes:
+                    result = self.probe(spec.name)
+                    status = "ok" if result.ok else "unavailable"
+                    reason, devices, details = result.reason, result.devices, dict(result.details)
+                rows[spec.name] = BackendStatus(
+                    spec.name,
+                    entry.label,
+                    status,
+                    reason,
+                    f"{entry.name} = {entry.value}",
+                    spec.kind,
+                    spec.priority,
+                    spec.description,
+                    tuple(devices),
+                    details,
+                )
+            return [rows[k] for k in sorted(rows)]
+
+
+# ---------------------------------------------------------------------------------------- discovery
+def _entry_points() -> Iterable[tuple[metadata.EntryPoint, str | None, str | None]]:
+    """The group's entry points with their distribution, plus cubeplug's own when run from a source tree."""
+    found = []
+    own = False
+    for ep in metadata.entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        name = dist.metadata["Name"] if dist is not None else None
+        own = own or _canon(name) == OWN_DIST
+        found.append((ep, name, dist.version if dist is not None else None))
+    if not own:
+        found.extend(_source_tree_entry_points())
+    return found
+
+
+def _source_tree_entry_points() -> list[tuple[metadata.EntryPoint, str | None, str | None]]:
+    """cubeplug's own entry points read from its pyproject when cubeplug runs uninstalled from a checkout."""
+    try:
+        metadata.distribution(OWN_DIST)
+        return []  # installed: its entry points are the truth
+    except metadata.PackageNotFoundError:
+        pass
+    from pathlib import Path
+
+    import cubeplug
+    from cubeplug.core.config import read_toml
+
+    pyproject = Path(cubeplug.__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        project = read_toml(pyproject).get("project", {}) if pyproject.is_file() else {}
+    except CubeplugError:
+        return []
+    if project.get("name") != OWN_DIST:
+        return []
+    table = project.get("entry-points", {}).get(GROUP, {})
+    version = f"{cubeplug.__version__} (source tree)"
+    return [(metadata.EntryPoint(n, v, GROUP), OWN_DIST, version) for n, v in table.items()]
+
+
+def unknown_backend_message(name: str, installed: Iterable[str]) -> str:
+    """An error message for an unknown backend: the installed ones, and the pip extra for a known one."""
+    names = ", ".join(sorted(installed)) or "none"
+    hint = KNOWN_EXTRAS.get(name)
+    if hint:
+        return f"backend {name!r} is not installed: {hint}. Installed backends: {names}"
+    return f"unknown backend {name!r}. Installed backends: {names}"
+
+
+# ---------------------------------------------------------------------------------------- singleton
+_registry: PluginRegistry | None = None
+_registry_lock = threading.Lock()
+
+
+def registry() -> PluginRegistry:
+    """The process-wide plugin registry (created on first use, reading the environment then)."""
+    global _registry
+    reg = _registry
+    if reg is None:
+        with _registry_lock:
+            if _registry is None:
+                _registry = PluginRegistry()
+            reg = _registry
+    return reg
+
+
+def reset_registry() -> None:
+    """Forget the registry (for tests); the next use reads entry points and the environment again."""
+    global _registry
+    with _registry_lock:
+        _registry = None
+
+
+def register_backend(plugin: Any, name: str | None = None, *, replace: bool = False) -> list[str]:
+    """Register a module or object with cubeplug hook implementations in this process (tests, notebooks)."""
+    return registry().register_backend(plugin, name, replace=replace)
+
+
+def notify_compiled(backend: str, kernel: str, dialect: str, seconds: float) -> None:
+    """Tell observer plugins a kernel was compiled; costs one check when none implements the hook."""
+    reg = _registry
+    if reg is not None and "cubeplug_kernel_compiled" in reg._observers:
+        reg.notify(
+            "cubeplug_kernel_compiled", backend=backend, kernel=kernel, dialect=dialect, seconds=seconds
+        )
+
+
+def notify_out_of_memory(backend: str, requested: int, in_use: int, reserved: int) -> None:
+    """Tell observer plugins an allocation failed; costs one check when none implements the hook."""
+    reg = _registry
+    if reg is not None and "cubeplug_out_of_memory" in reg._observers:
+        reg.notify(
+            "cubeplug_out_of_memory", backend=backend, requested=requested, in_use=in_use, reserved=reserved
+        )

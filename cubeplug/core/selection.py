@@ -1,0 +1,259 @@
+"""Backend selection: selectors, `cubeplug.use()`, precedence, auto-selection, cached clients (DESIGN.md §4).
+
+Precedence, first that is set wins: the argument in code > ``with cubeplug.use(...)`` > the environment
+(``CUBEPLUG_BACKEND``, and ``CUBEPLUG_DEVICE`` for the device index) > the project config's
+``[backend] default`` > the user config's > auto. Auto walks the backends by ``[backend] order``, then
+GPU before CPU and by priority, probing each and recording why it was skipped; the CPU reference
+backend comes last and always works. Clients are cached per (backend, device, filter, overrides), so
+several backends live in one process and ``cubeplug.client("cpu")`` returns the same client each time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from cubeplug.core.errors import BackendUnavailableError, ConfigError
+
+if TYPE_CHECKING:
+    from cubeplug.core.client import ComputeClient
+    from cubeplug.core.config import EffectiveConfig
+    from cubeplug.core.plugins import PluginRegistry
+
+EXAMPLES = '"auto", "cpu", "cuda", "cuda:1", "opencl:0", "opencl:pocl:0", "webgpu"'
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_FILTER = re.compile(r"^[^:\s](?:[^:]*[^:\s])?$")
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A parsed selector: backend name (or ``"auto"``), device index and an optional platform filter."""
+
+    backend: str
+    device: int | None = None
+    filter: str | None = None
+
+    @property
+    def is_auto(self) -> bool:
+        """True when the backend is chosen by auto-selection."""
+        return self.backend == "auto"
+
+    def __str__(self) -> str:
+        parts = [self.backend]
+        if self.filter is not None:
+            parts.append(self.filter)
+        if self.device is not None:
+            parts.append(str(self.device))
+        return ":".join(parts)
+
+
+def parse_selector(text: str | Selector, source: str | None = None) -> Selector:
+    """Parse ``"name"``, ``"name:device"``, ``"name:filter"`` or ``"name:filter:device"`` (or ``"auto"``)."""
+    if isinstance(text, Selector):
+        return text
+    if not isinstance(text, str):
+        raise ConfigError(f"a backend selector must be a string, not {type(text).__name__}", source=source)
+    parts = [p.strip() for p in text.strip().lower().split(":")]
+    name, rest = parts[0], parts[1:]
+    device: int | None = None
+    filt: str | None = None
+    ok = bool(_NAME.match(name)) and len(rest) <= 2
+    if ok and rest and rest[-1].isdigit():
+        device = int(rest.pop())
+    if ok and len(rest) == 1 and _FILTER.match(rest[0]) and not rest[0].lstrip("-").isdigit():
+        filt = rest.pop()
+    if not ok or rest or (name == "auto" and (device is not None or filt is not None)):
+        raise ConfigError(
+            f"bad backend selector {text!r}: expected name[:filter][:device]",
+            source=source,
+            key="backend",
+            allowed=EXAMPLES,
+        )
+    return Selector(name, device, filt)
+
+
+_current: ContextVar[Selector | None] = ContextVar("cubeplug_selector", default=None)
+
+
+@contextlib.contextmanager
+def use(selector: str | Selector) -> Iterator[Selector]:
+    """Within the block, ``cubeplug.client()`` with no argument selects ``selector`` (a contextvar; nests)."""
+    token = _current.set(parse_selector(selector, source="cubeplug.use()"))
+    try:
+        yield _current.get()  # type: ignore[misc]
+    finally:
+        _current.reset(token)
+
+
+def resolve(
+    selector: str | Selector | None = None,
+    *,
+    config: EffectiveConfig | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[Selector, str]:
+    """The selector that applies by precedence, and where it came from."""
+    if selector is not None:
+        return parse_selector(selector, source="argument"), "argument"
+    current = _current.get()
+    if current is not None:
+        return current, "cubeplug.use()"
+    env = os.environ if env is None else env
+    backend = env.get("CUBEPLUG_BACKEND", "").strip()
+    if backend:
+        sel, origin = parse_selector(backend, "environment variable CUBEPLUG_BACKEND"), "env CUBEPLUG_BACKEND"
+    else:
+        if config is None:
+            from cubeplug.core.config import effective_config
+
+            config = effective_config()
+        where = config.origin("backend.default")
+        sel, origin = parse_selector(config.config.backend.default, str(where)), str(where)
+        if where.kind == "default":
+            origin = "default (auto)"
+    device = env.get("CUBEPLUG_DEVICE", "").strip()
+    if device:
+        if not device.isdigit():
+            raise ConfigError(
+                f"bad device index {device!r}",
+                source="environment variable CUBEPLUG_DEVICE",
+                key="CUBEPLUG_DEVICE",
+                allowed="a device index: 0, 1, ...",
+            )
+        sel, origin = replace(sel, device=int(device)), f"{origin} + env CUBEPLUG_DEVICE"
+    return sel, origin
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What selection chose: selector and origin, backend and device, and why auto skipped the others."""
+
+    selector: Selector
+    origin: str
+    backend: str
+    device: int
+    skipped: tuple[tuple[str, str], ...] = field(default=())
+
+    def explain(self) -> str:
+        """A one-paragraph account of the choice, for logs and ``cubeplug doctor``."""
+        text = f"{self.backend}:{self.device} from {self.selector} ({self.origin})"
+        if self.skipped:
+            text += "; skipped " + "; ".join(f"{n}: {r}" for n, r in self.skipped)
+        return text
+
+
+def select(
+    selector: str | Selector | None = None,
+    *,
+    config: EffectiveConfig | None = None,
+    registry: PluginRegistry | None = None,
+) -> Selection:
+    """Choose the backend and device for ``selector`` by precedence, probing; raise if it cannot be used."""
+    from cubeplug.core.config import effective_config
+    from cubeplug.core.plugins import registry as _registry
+
+    config = config or effective_config()
+    reg = registry or _registry()
+    sel, origin = resolve(selector, config=config)
+    if sel.is_auto:
+        name, skipped = _auto(reg, config.config.backend.order)
+        return Selection(sel, origin, name, sel.device or 0, skipped)
+    backend = reg.backend(sel.backend)  # unknown, blocked or failed: raises
+    probe = reg.probe(sel.backend)
+    if not probe.ok:
+        hint = f" ({backend.spec.install_hint})" if backend.spec.install_hint else ""
+        raise BackendUnavailableError(
+            f"backend {sel.backend!r} selected by {origin} is unavailable here: {probe.reason}{hint}"
+        )
+    return Selection(sel, origin, sel.backend, sel.device or 0)
+
+
+def _auto(reg: PluginRegistry, order: list[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    skipped: list[tuple[str, str]] = []
+    for entry in reg.load_all():
+        if entry.status in ("failed", "blocked"):
+            skipped.append((entry.name, f"{entry.status}: {entry.reason}"))
+    backends = {b.name: b for b in reg.loaded_backends()}
+    for name in order:
+        if name not in backends and name not in {n for n, _ in skipped}:
+            skipped.append((name, "named in [backend] order but not installed"))
+
+    def rank(name: str) -> tuple[int, int, int, str]:
+        spec = backends[name].spec
+        pos = order.index(name) if name in order else len(order)
+        return (pos, spec.kind == "cpu", -spec.priority, name)
+
+    for name in sorted(backends, key=rank):
+        probe = reg.probe(name)
+        if probe.ok:
+            return name, tuple(skipped)
+        skipped.append((name, f"unavailable: {probe.reason}"))
+    reasons = "; ".join(f"{n}: {r}" for n, r in skipped) or "no backend is installed"
+    raise BackendUnavailableError(f"auto-selection found no usable backend ({reasons})")
+
+
+# ---------------------------------------------------------------------------------------- clients
+_clients: dict[tuple[Any, ...], ComputeClient] = {}
+_clients_lock = threading.RLock()
+
+
+def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeClient:
+    """The client for ``selector`` (argument > use() > env > config > auto), cached per backend and device.
+
+    Keyword overrides change config values for this client only, e.g. ``memory_limit="1GiB"`` or
+    ``streaming={"max_streams": 2}``; a client with overrides is cached under them too.
+    """
+    from cubeplug.core.config import effective_config, with_overrides
+    from cubeplug.core.plugins import registry
+
+    eff = effective_config()
+    selection = select(selector, config=eff)
+    sel = selection.selector
+    key = (
+        selection.backend,
+        selection.device,
+        sel.filter,
+        tuple(sorted((k, repr(v)) for k, v in overrides.items())),
+    )
+    cached = _clients.get(key)
+    if cached is not None:
+        return cached
+    with _clients_lock:
+        cached = _clients.get(key)
+        if cached is not None:
+            return cached
+        config = with_overrides(eff, overrides) if overrides else eff
+        if sel.filter is not None:
+            config = with_overrides(
+                config, {"backends": {selection.backend: {"filter": sel.filter}}}, "selector"
+            )
+        reg = registry()
+        reg.configure(eff.config)
+        made = reg.build_client(selection.backend, selection.device, config.config)
+        _clients[key] = made
+        return made
+
+
+def clients() -> list[ComputeClient]:
+    """Every client created through :func:`client` in this process."""
+    with _clients_lock:
+        return list(_clients.values())
+
+
+def reset() -> None:
+    """Close and forget every cached client, the registry and the config (for tests)."""
+    from cubeplug.core.config import reset_config
+    from cubeplug.core.plugins import reset_registry
+
+    with _clients_lock:
+        for made in _clients.values():
+            with contextlib.suppress(Exception):
+                made.close()
+        _clients.clear()
+    reset_registry()
+    reset_config()

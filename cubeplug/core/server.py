@@ -1,0 +1,468 @@
+"""The ComputeServer contract: what executes work for one device (DESIGN.md §1, §5).
+
+:class:`ComputeServer` does everything that is the same on every backend: it validates arguments,
+reserves memory through the pools, makes handles, caches compiled kernels and keeps profiling
+tokens. A backend subclasses it and implements the device primitives in the second half of the
+class (compile, execute, write, read, copy, flush, sync). The client calls a server only through
+its channel, so a server never sees two calls at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.config import Config
+from cubeplug.core.errors import LaunchError, ValidationError
+from cubeplug.core.handle import Handle, Tensor, contiguous_strides
+from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.memory import AllocationMode, MemoryLimit, MemoryManagement, MemoryUsage, PoolReport
+from cubeplug.core.profile import ProfileDuration, ProfileToken
+from cubeplug.core.storage import ComputeStorage, MemoryProperties
+from cubeplug.core.stream import StreamPool
+
+_server_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A kernel compiled for one device: the backend's object and the dialect it came from."""
+
+    kernel: Kernel
+    dialect: str
+    program: Any
+
+
+class ComputeServer(ABC):
+    """One device's executor: generic memory, handle and launch logic over backend primitives."""
+
+    #: Kernel dialects this backend compiles, in order of preference.
+    dialects: tuple[str, ...] = ()
+    #: True for backends with native streams (one memory management per stream, stream-ordered reuse).
+    per_stream_memory: bool = False
+
+    def __init__(
+        self,
+        *,
+        backend: str,
+        info: DeviceInfo,
+        storage: ComputeStorage,
+        memory_properties: MemoryProperties,
+        capabilities: Capabilities,
+        config: Config | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = next(_server_ids)
+        self.backend = backend
+        self.info = info
+        self.storage = storage
+        self.memory_properties = memory_properties
+        self.capabilities = capabilities
+        self.config = config or Config()
+        self.properties: dict[str, Any] = dict(properties or {})
+        self.client: Any = None
+        self.compile_cache = CompileCache()
+        self._compiled: dict[Kernel, Compiled] = {}
+        self._checked_kernels: dict[Kernel, Compiled] = {}
+        self._single_stream = self.config.streaming.policy == "single"
+        self._align = capabilities.offset_alignment
+        self._modes: list[AllocationMode] = []
+        self._profiles: dict[int, ProfileToken] = {}
+        self._profile_ids = itertools.count(1)
+        total = memory_properties.total_memory
+        limit = self.config.memory.limit
+        self.limit = MemoryLimit.parse(limit, total) if limit is not None else None
+        persistent = self.config.memory.persistent_memory
+        self._memories: StreamPool[MemoryManagement] = StreamPool(
+            lambda: self._new_memory(persistent), self.config.streaming.max_streams
+        )
+        self._mm_shared = None if self.per_stream_memory else self._new_memory(persistent)
+
+    def _new_memory(self, persistent: str) -> MemoryManagement:
+        mm = MemoryManagement(
+            self.storage, self.memory_properties, limit=self.limit, persistent=persistent, on_oom=self._on_oom
+        )
+        for mode in self._modes:
+            mm.push_mode(mode)
+        return mm
+
+    def _on_oom(self, requested: int, in_use: int, reserved: int) -> None:
+        """Called just before OutOfMemoryError; notifies the plugins observing out-of-memory."""
+        try:
+            from cubeplug.core.plugins import notify_out_of_memory
+
+            notify_out_of_memory(self.backend, requested, in_use, reserved)
+        except Exception:  # an observer never turns an OOM into another error
+            pass
+
+    # ------------------------------------------------------------------ streams and memory
+    def stream_id(self, current: int) -> int:
+        """The stream to use for the caller's stream id (all map to 0 under the single policy)."""
+        return 0 if self._single_stream else current
+
+    def memory(self, stream_id: int) -> MemoryManagement:
+        """The memory management that serves ``stream_id``."""
+        mm = self._mm_shared
+        return mm if mm is not None else self._memories.get(stream_id)
+
+    def _all_memories(self) -> list[MemoryManagement]:
+        if self._mm_shared is not None:
+            return [self._mm_shared]
+        return [mm for _, mm in self._memories.created()]
+
+    def empty(self, nbytes: int, stream_id: int) -> Handle:
+        """A handle to ``nbytes`` of uninitialised device memory."""
+        if type(nbytes) is not int:
+            if isinstance(nbytes, (bool, float)) or not isinstance(nbytes, (int, np.integer)):
+                raise ValidationError(
+                    f"sizes are byte counts (int), got {type(nbytes).__name__} {nbytes!r}"
+                )
+            nbytes = int(nbytes)
+        if nbytes < 0:
+            raise ValidationError(f"sizes are non-negative byte counts, got {nbytes}")
+        token = self.memory(stream_id).reserve(nbytes)
+        token.stream = stream_id
+        return Handle(token, self, nbytes, stream_id, self.cursor(stream_id))
+
+    def cursor(self, stream_id: int) -> int:
+        """The cursor of a stream (how much work it issued); 0 where the backend does not track it."""
+        return 0
+
+    def create(self, data: Any, stream_id: int) -> Handle:
+        """A handle holding a copy of ``data`` (bytes-like or numpy array)."""
+        view = self.as_bytes(data)
+        handle = self.empty(view.nbytes, stream_id)
+        if view.nbytes:
+            self.write(stream_id, handle, view)
+        return handle
+
+    def as_bytes(self, data: Any) -> memoryview:
+        """``data`` as a C-contiguous byte view; ValidationError for what cannot be uploaded."""
+        if isinstance(data, np.ndarray):
+            if data.dtype.hasobject:
+                raise ValidationError("cannot upload an array of Python objects; use a numeric dtype")
+            return np.ascontiguousarray(data).data.cast("B")
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            view = memoryview(data)
+            if not view.c_contiguous:
+                view = memoryview(view.tobytes())
+            return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        if hasattr(data, "__array_interface__") or hasattr(data, "__buffer__"):
+            return np.ascontiguousarray(np.asarray(data)).data.cast("B")
+        raise ValidationError(
+            f"create() takes bytes-like data or a numpy array, got {type(data).__name__}; "
+            f"for a list use numpy.asarray(values, dtype=...)"
+        )
+
+    def check_handle(self, handle: Any, what: str = "handle") -> Handle:
+        """``handle`` if it is a live handle of this server, else ValidationError saying why."""
+        if type(handle) is not Handle:
+            raise ValidationError(f"{what} must be a cubeplug Handle, got {type(handle).__name__}")
+        if handle._owner is not self:
+            owner = getattr(handle._owner, "info", "another client")
+            raise ValidationError(
+                f"{what} belongs to another client ({owner}), not {self.info}; "
+                f"move it with client.to_client(handle, this_client)"
+            )
+        if handle._memory is None:
+            raise ValidationError(f"{what} was dropped with .drop(); create a new handle")
+        return handle
+
+    def memory_usage(self) -> MemoryUsage:
+        """Memory figures summed over every memory management of this server."""
+        usage = MemoryUsage(0, 0, 0, 0)
+        for mm in self._all_memories():
+            usage = usage + mm.usage()
+        return usage
+
+    def memory_report(self) -> list[PoolReport]:
+        """A report per pool, over every memory management of this server."""
+        return [r for mm in self._all_memories() for r in mm.report()]
+
+    def memory_cleanup(self) -> None:
+        """Free every page no handle uses, after the queued work that may still use it."""
+        self.sync_all()
+        for mm in self._all_memories():
+            mm.cleanup(explicit=True)
+        self.storage.flush()
+
+    def push_allocation_mode(self, mode: AllocationMode) -> None:
+        """Enter an allocation-mode window (nests)."""
+        self._modes.append(mode)
+        for mm in self._all_memories():
+            mm.push_mode(mode)
+
+    def pop_allocation_mode(self) -> None:
+        """Leave the innermost allocation-mode window."""
+        self._modes.pop()
+        for mm in self._all_memories():
+            mm.pop_mode()
+
+    # ------------------------------------------------------------------ launch
+    def launch(
+        self,
+        kernel: Kernel,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: Sequence[Any],
+        mode: ExecutionMode,
+        stream_id: int,
+    ) -> None:
+        """Validate (when checked), compile once, and queue a kernel launch."""
+        if mode is ExecutionMode.CHECKED:
+            compiled = self._checked_kernels.get(kernel)
+            if compiled is None:
+                compiled = self._check_kernel(kernel, mode)
+            values = self._check_launch(kernel, count, buffers, scalars)
+        else:
+            compiled = self._compiled.get(kernel)
+            if compiled is None:
+                compiled = self._compile(kernel, mode)
+            values = [dt.type(v) for dt, v in zip(kernel.scalar_dtypes, scalars)]
+        if count.is_empty:
+            return
+        self.execute(stream_id, compiled, count, buffers, values)
+
+    def _check_kernel(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
+        if not isinstance(kernel, Kernel):
+            raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
+        dtypes = self.capabilities.dtypes
+        for p in kernel.params:
+            if p.dtype not in dtypes:
+                raise ValidationError(
+                    f"kernel {kernel.name!r} param {p.name!r} uses {p.dtype}, which {self.backend} does "
+                    f"not support on this device (it supports {', '.join(sorted(dtypes))})"
+                )
+        limit = self.capabilities.max_cube_threads
+        threads = kernel.cube_dim[0] * kernel.cube_dim[1] * kernel.cube_dim[2]
+        if limit and threads > limit:
+            raise ValidationError(
+                f"kernel {kernel.name!r} cube_dim {kernel.cube_dim} has {threads} units; this device "
+                f"allows at most {limit} per cube"
+            )
+        compiled = self._compile(kernel, mode)
+        self._checked_kernels[kernel] = compiled
+        return compiled
+
+    def _compile(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
+        dialect = kernel.pick_dialect(self.dialects, self.backend)
+        key = kernel.kernel_id(mode, dialect)
+        compiled = self.compile_cache.get(key, lambda: self._compile_new(kernel, dialect, mode))
+        self._compiled[kernel] = compiled
+        return compiled
+
+    def _compile_new(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> Compiled:
+        start = time.perf_counter()
+        compiled = Compiled(kernel, dialect, self.compile(kernel, dialect, mode))
+        from cubeplug.core.plugins import notify_compiled
+
+        notify_compiled(self.backend, kernel.name, dialect, time.perf_counter() - start)
+        return compiled
+
+    def _check_launch(
+        self, kernel: Kernel, count: CubeCount, buffers: Sequence[Handle], scalars: Sequence[Any]
+    ) -> list[Any]:
+        params = kernel.buffer_params
+        if len(buffers) != len(params):
+            names = ", ".join(p.name for p in params) or "none"
+            raise ValidationError(
+                f"kernel {kernel.name!r} takes {len(params)} buffers ({names}), got {len(buffers)}"
+            )
+        align = self._align
+        for param, handle in zip(params, buffers):
+            self.check_handle(handle, f"buffer {param.name!r}")
+            itemsize = param.itemsize
+            if handle.size % itemsize:
+                raise ValidationError(
+                    f"buffer {param.name!r} ({param.dtype}) has {handle.size} B, not a multiple of its "
+                    f"element size {itemsize} B"
+                )
+            if align > 1 and handle.start % align:
+                raise ValidationError(
+                    f"buffer {param.name!r} is bound at byte offset {handle.start}; {self.backend} needs "
+                    f"offsets aligned to {align} B"
+                )
+        if not isinstance(count, CubeCount):
+            raise ValidationError(f"count must be a CubeCount, got {type(count).__name__}")
+        if count.handle is not None:
+            self.check_handle(count.handle, "CubeCount.dynamic handle")
+            if count.handle.size < 12:
+                raise ValidationError(
+                    f"CubeCount.dynamic needs a handle of at least 12 B (three u32), got {count.handle.size}"
+                )
+            if not self.capabilities.dynamic_count:
+                raise ValidationError(f"{self.backend} does not support CubeCount.dynamic")
+        return kernel.pack_scalars(scalars)
+
+    # ------------------------------------------------------------------ reads and tensors
+    def read_async(self, handles: Sequence[Handle], stream_id: int) -> Future[list[bytes]]:
+        """A future of the bytes of each handle, after the work that writes them."""
+        for h in handles:
+            self.check_handle(h)
+        return self.read(stream_id, list(handles))
+
+    def tensor_strides(self, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+        """The strides (in elements) this backend gives a new tensor; contiguous unless overridden."""
+        return contiguous_strides(shape)
+
+    def empty_tensor(self, shape: Iterable[int], dtype: Any, stream_id: int) -> Tensor:
+        """A tensor of uninitialised memory, laid out as :meth:`tensor_strides` says."""
+        shape_t = _check_shape(shape)
+        dt = DTYPES[dtype_of(dtype)]
+        strides = self.tensor_strides(shape_t, dt.itemsize)
+        nbytes = _extent(shape_t, strides) * dt.itemsize
+        return Tensor(self.empty(nbytes, stream_id), shape_t, strides, dt)
+
+    def create_tensor(self, array: Any, stream_id: int) -> Tensor:
+        """A tensor holding a copy of a numpy array."""
+        arr = np.asarray(array)
+        dtype_of(arr.dtype)
+        shape = tuple(int(s) for s in arr.shape)
+        strides = self.tensor_strides(shape, arr.itemsize)
+        if strides == contiguous_strides(shape):
+            return Tensor(self.create(arr, stream_id), shape, strides, arr.dtype)
+        tensor = self.empty_tensor(shape, arr.dtype, stream_id)
+        host = np.zeros(_extent(shape, strides), dtype=arr.dtype)
+        view = np.lib.stride_tricks.as_strided(
+            host, shape=shape, strides=tuple(s * arr.itemsize for s in strides)
+        )
+        view[...] = arr
+        self.write(stream_id, tensor.handle, host.data.cast("B"))
+        return tensor
+
+    # ------------------------------------------------------------------ profiling
+    def profile_start(self, stream_id: int) -> int:
+        """Open a profiling token (tokens nest and overlap); returns its id."""
+        self.sync(stream_id)
+        token = ProfileToken(stream_id, time.perf_counter(), self.device_marker(stream_id))
+        pid = next(self._profile_ids)
+        self._profiles[pid] = token
+        return pid
+
+    def profile_end(self, pid: int) -> ProfileDuration:
+        """Close a profiling token and return its duration."""
+        try:
+            token = self._profiles.pop(pid)
+        except KeyError:
+            raise ValidationError(f"profiling token {pid} is not open (ended twice?)") from None
+        end_marker = self.device_marker(token.stream_id)
+        self.sync(token.stream_id)
+        end = time.perf_counter()
+        if token.marker is not None and end_marker is not None:
+            return ProfileDuration(self.device_elapsed(token.marker, end_marker), "device")
+        return ProfileDuration(end - token.start, "system")
+
+    def device_marker(self, stream_id: int) -> Any:
+        """A device timestamp marker on a stream, or None where the backend times on the host."""
+        return None
+
+    def device_elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two device markers."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ transfers
+    def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
+        """Host buffers for uploads; pinned where the backend has pinned memory."""
+        out = []
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+                raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
+            out.append(np.empty(int(size), dtype=np.uint8))
+        return out
+
+    def copy_handle(self, src: Handle, stream_id: int) -> Handle:
+        """A new handle of this server holding a device copy of ``src``."""
+        self.check_handle(src)
+        dst = self.empty(src.size, stream_id)
+        if src.size:
+            self.copy(stream_id, src, dst)
+        return dst
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release device resources; the server is unusable afterwards."""
+
+    @contextlib.contextmanager
+    def allocation_mode(self, mode: AllocationMode) -> Iterator[None]:
+        """An allocation-mode window as a context manager."""
+        self.push_allocation_mode(mode)
+        try:
+            yield
+        finally:
+            self.pop_allocation_mode()
+
+    def raise_async_error(self, errors: list[BaseException]) -> None:
+        """Raise (and clear) the first asynchronous error recorded by a backend."""
+        if errors:
+            first = errors[0]
+            errors.clear()
+            if isinstance(first, LaunchError):
+                raise first
+            message = f"queued work failed on {self.info}: {type(first).__name__}: {first}"
+            raise LaunchError(message) from first
+
+    # ================================================================== backend primitives
+    @abstractmethod
+    def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> Any:
+        """Compile ``kernel`` from its ``dialect`` source; raise CompileError with the log on failure."""
+
+    @abstractmethod
+    def execute(
+        self,
+        stream_id: int,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: list[Any],
+    ) -> None:
+        """Queue a launch on a stream; buffers are validated handles, scalars numpy scalars."""
+
+    @abstractmethod
+    def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
+        """Queue a copy of host bytes into a handle's region; ``data`` may be reused once this returns."""
+
+    @abstractmethod
+    def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
+        """A future of each handle's bytes, ordered after the work queued before it."""
+
+    @abstractmethod
+    def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
+        """Queue a device-to-device copy of ``src.size`` bytes from ``src`` into ``dst``."""
+
+    @abstractmethod
+    def flush(self, stream_id: int) -> None:
+        """Submit the stream's queued work; raise the first asynchronous error recorded so far."""
+
+    @abstractmethod
+    def sync(self, stream_id: int) -> None:
+        """Block until the stream's work completed; raise the first asynchronous error."""
+
+    @abstractmethod
+    def sync_all(self) -> None:
+        """Block until the work of every stream completed; raise the first asynchronous error."""
+
+
+def _check_shape(shape: Iterable[int]) -> tuple[int, ...]:
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ValidationError(f"shape must be a sequence of ints, got {shape!r}") from None
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ValidationError(f"shape dimensions are non-negative ints, got {dims!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Elements spanned by a strided layout (0 for an empty tensor)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))

@@ -1,0 +1,282 @@
+"""Streams: per-thread stream ids, the EventStreamBackend contract and MultiStream (DESIGN.md §7).
+
+Work is ordered per stream. By default each thread has its own stream; ``client.stream()`` opens a
+fresh one for a block. Backends with native streams (CUDA, OpenCL) implement
+:class:`EventStreamBackend`; :class:`MultiStream` then keeps, per stream, a cursor (how many
+operations it has issued) and how far it has synchronised with every other stream. When an
+operation binds memory that another stream may still be writing, the current stream waits on an
+event of that stream on the device, and the memory is pinned (kept reserved) until a garbage
+collection thread sees the operation's event complete.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+log = logging.getLogger("cubeplug.stream")
+
+_stream_ids = itertools.count(1)
+_local = threading.local()
+
+
+def current_stream_id() -> int:
+    """The stream id of the calling thread: its own unless inside ``client.stream()``."""
+    try:
+        stack: list[int] = _local.stack
+    except AttributeError:
+        stack = _local.stack = [next(_stream_ids)]
+    return stack[-1]
+
+
+@contextmanager
+def stream_scope(stream_id: int | None = None) -> Iterator[int]:
+    """Run the block on a fresh stream (or on ``stream_id``); the previous one is restored after."""
+    current_stream_id()
+    sid = next(_stream_ids) if stream_id is None else stream_id
+    _local.stack.append(sid)
+    try:
+        yield sid
+    finally:
+        _local.stack.pop()
+
+
+S = TypeVar("S")
+E = TypeVar("E")
+
+
+class EventStreamBackend(ABC, Generic[S, E]):
+    """Native streams and events of a device: create, flush to an event, wait on the device or host."""
+
+    @abstractmethod
+    def create_stream(self) -> S:
+        """A new native stream (CUDA stream, in-order OpenCL queue...)."""
+
+    @abstractmethod
+    def flush(self, stream: S) -> E:
+        """Submit the stream's pending work and return an event that completes after it."""
+
+    @abstractmethod
+    def wait_event(self, stream: S, event: E) -> None:
+        """Make ``stream`` wait on the device for ``event`` before its later work."""
+
+    @abstractmethod
+    def wait_event_sync(self, event: E) -> None:
+        """Block the calling thread until ``event`` completes; raise LaunchError if the work failed."""
+
+
+class Binding(Protocol):
+    """What MultiStream reads of a bound handle: its memory token, whose ``stream`` is the last
+    stream that queued work on it."""
+
+    def memory(self) -> Any:
+        """The slice token."""
+
+
+@dataclass
+class StreamState(Generic[S]):
+    """A native stream with its cursor and the cursors it last synced with on other streams."""
+
+    stream: S
+    cursor: int = 0
+    last_synced: dict[int, int] = field(default_factory=dict)
+
+
+T = TypeVar("T")
+
+
+class StreamPool(Generic[T]):
+    """Lazily created stream slots, ``id % max_streams``, plus special slots for internal use."""
+
+    def __init__(self, factory: Callable[[], T], max_streams: int, specials: int = 0) -> None:
+        if max_streams < 1:
+            raise ValueError("max_streams must be at least 1")
+        self.max_streams = max_streams
+        self._factory = factory
+        self._slots: list[T | None] = [None] * max_streams
+        self._specials: list[T | None] = [None] * specials
+
+    def index(self, stream_id: int) -> int:
+        """The slot of a stream id."""
+        return stream_id % self.max_streams
+
+    def get(self, stream_id: int) -> T:
+        """The slot of ``stream_id``, created on first use."""
+        return self.get_index(stream_id % self.max_streams)
+
+    def get_index(self, index: int) -> T:
+        """The slot at ``index``, created on first use."""
+        item = self._slots[index]
+        if item is None:
+            item = self._slots[index] = self._factory()
+        return item
+
+    def get_special(self, index: int) -> T:
+        """The special (internal) slot at ``index``, created on first use."""
+        item = self._specials[index]
+        if item is None:
+            item = self._specials[index] = self._factory()
+        return item
+
+    def created(self) -> Iterator[tuple[int, T]]:
+        """The (index, item) of every slot created so far."""
+        for i, item in enumerate(self._slots):
+            if item is not None:
+                yield i, item
+
+
+class GcThread(Generic[E]):
+    """Holds objects (pinned memory tokens) until an event completes, then drops them."""
+
+    def __init__(self, backend: EventStreamBackend[Any, E], name: str = "cubeplug-gc") -> None:
+        self._backend = backend
+        self._queue: queue.Queue[tuple[E, Any] | None] = queue.Queue(maxsize=64)
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def register(self, event: E, to_drop: Any) -> None:
+        """Keep ``to_drop`` alive until ``event`` completes."""
+        self._queue.put((event, to_drop))
+
+    def drain(self) -> None:
+        """Block until every registered event completed and its objects were dropped."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """Stop the thread after the pending tasks."""
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            try:
+                if task is None:
+                    return
+                event, to_drop = task
+                try:
+                    self._backend.wait_event_sync(event)
+                except BaseException as e:  # recorded, surfaced at the next sync
+                    self.errors.append(e)
+                del to_drop, task
+            finally:
+                self._queue.task_done()
+
+
+@dataclass
+class SharedBindingAnalysis:
+    """Bound memory that belongs to streams the current one has not synced with, by stream slot."""
+
+    slices: dict[int, list[Any]] = field(default_factory=dict)
+
+    def shared(self, token: Any, index: int) -> None:
+        """Record ``token`` as shared with the stream in slot ``index``."""
+        self.slices.setdefault(index, []).append(token)
+
+
+class ResolvedStreams(Generic[S, E]):
+    """The current stream, synchronised with the bindings' streams; pins shared memory on exit."""
+
+    __slots__ = ("_ms", "analysis", "current", "cursor", "stream")
+
+    def __init__(self, ms: MultiStream[S, E], current: int, state: StreamState[S], analysis: Any) -> None:
+        self._ms = ms
+        self.current = current
+        self.cursor = state.cursor
+        self.stream: S = state.stream
+        self.analysis: SharedBindingAnalysis | None = analysis
+
+    def get(self, stream_id: int) -> S:
+        """The native stream of another stream id."""
+        return self._ms.streams.get(stream_id).stream
+
+    def __enter__(self) -> ResolvedStreams[S, E]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        analysis = self.analysis
+        if analysis is None or not analysis.slices:
+            return
+        ms = self._ms
+        backend = ms.backend
+        origin = backend.flush(self.stream)
+        gc_stream = ms.streams.get_special(0).stream
+        backend.wait_event(gc_stream, origin)
+        event = backend.flush(gc_stream)
+        pinned = [token for tokens in analysis.slices.values() for token in tokens]
+        ms.gc.register(event, pinned)
+
+
+class MultiStream(Generic[S, E]):
+    """Streams of one device with cursors, cross-stream event waits and pinned shared memory."""
+
+    def __init__(self, backend: EventStreamBackend[S, E], max_streams: int = 8) -> None:
+        self.backend = backend
+        self.max_streams = max_streams
+        self.streams: StreamPool[StreamState[S]] = StreamPool(
+            lambda: StreamState(backend.create_stream()), max_streams, specials=1
+        )
+        self.gc: GcThread[E] = GcThread(backend)
+
+    def resolve(self, stream_id: int, bindings: Iterable[Binding] = ()) -> ResolvedStreams[S, E]:
+        """Synchronise ``stream_id`` with the bindings' streams and advance its cursor."""
+        analysis = self.update_shared_bindings(stream_id, bindings)
+        if analysis is not None:
+            self.apply_analysis(stream_id, analysis)
+        state = self.streams.get(stream_id)
+        state.cursor += 1
+        return ResolvedStreams(self, stream_id, state, analysis)
+
+    def update_shared_bindings(
+        self, stream_id: int, bindings: Iterable[Binding]
+    ) -> SharedBindingAnalysis | None:
+        """Which bound memory comes from streams not synced since their latest work (None: none)."""
+        streams = self.streams
+        index = stream_id % self.max_streams
+        current = streams.get_index(index)
+        analysis: SharedBindingAnalysis | None = None
+        for binding in bindings:
+            token = binding.memory()
+            last = token.stream
+            token.stream = stream_id
+            origin = last % self.max_streams
+            if origin == index or last < 0:
+                continue
+            # The origin is the last stream that queued work on this memory (not only the stream that
+            # allocated it), and any work it issued since the last sync counts: in-place writes made
+            # on another stream are waited for too.
+            origin_cursor = streams.get_index(origin).cursor
+            if current.last_synced.get(origin, -1) < origin_cursor:
+                if analysis is None:
+                    analysis = SharedBindingAnalysis()
+                analysis.shared(token, origin)
+        return analysis
+
+    def apply_analysis(self, stream_id: int, analysis: SharedBindingAnalysis) -> None:
+        """Flush each origin stream and make ``stream_id`` wait on its event."""
+        backend = self.backend
+        current = self.streams.get(stream_id)
+        for origin in analysis.slices:
+            state = self.streams.get_index(origin)
+            event = backend.flush(state.stream)
+            current.last_synced[origin] = state.cursor
+            log.debug("stream %d waits on stream slot %d at cursor %d", stream_id, origin, state.cursor)
+            backend.wait_event(current.stream, event)
+
+    def sync(self, stream_id: int) -> None:
+        """Block until the work of ``stream_id`` completed."""
+        state = self.streams.get(stream_id)
+        self.backend.wait_event_sync(self.backend.flush(state.stream))
+
+    def sync_all(self) -> None:
+        """Block until the work of every stream completed and pinned memory was released."""
+        for _, state in list(self.streams.created()):
+            self.backend.wait_event_sync(self.backend.flush(state.stream))
+        self.gc.drain()

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs everything (scripts/setup.sh) and runs the whole test suite, then ruff and mypy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp} PYTHONUNBUFFERED=1
+.venv/bin/python -m ruff check cubeplug tests bench
+.venv/bin/python -m mypy
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

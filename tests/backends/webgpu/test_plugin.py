@@ -1,0 +1,77 @@
+"""The WebGPU plugin: its spec, probe, adapter selection and configuration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cubeplug import BackendUnavailableError, ConfigError
+from cubeplug.backends.webgpu import plugin
+from tests.backends.webgpu.conftest import make_client, make_config, requires_webgpu
+
+
+def test_backend_spec() -> None:
+    (spec,) = plugin.cubeplug_backends()
+    assert spec.name == "webgpu" and spec.dialects == ("wgsl",) and spec.priority == 25
+    assert "wgpu" in spec.install_hint
+    assert plugin.cubeplug_compute_storage(backend="cpu", device=0, config=make_config()) is None
+    assert plugin.cubeplug_event_stream_backend(backend="webgpu", device=0, config=make_config()) is None
+
+
+def test_importing_the_backend_does_not_import_wgpu() -> None:
+    code = (
+        "import sys\n"
+        "import cubeplug.backends.webgpu.plugin, cubeplug.backends.webgpu.server\n"
+        "import cubeplug.backends.webgpu.storage, cubeplug.backends.webgpu.stream\n"
+        "import cubeplug.backends.webgpu.compiler\n"
+        "assert 'wgpu' not in sys.modules, 'wgpu was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bad_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown option"):
+        plugin.adapter_choice(make_config(webgpu={"colour": "red"}))
+    with pytest.raises(ConfigError, match="power_preference"):
+        plugin.adapter_choice(make_config(webgpu={"power_preference": "fast"}))
+    with pytest.raises(ConfigError, match="backend_type"):
+        plugin.adapter_choice(make_config(webgpu={"backend_type": "glide"}))
+    choice = plugin.adapter_choice(make_config(webgpu={"backend_type": "Vulkan", "adapter": "x"}))
+    assert choice.backend_type == "Vulkan" and choice.name == "x"
+
+
+@requires_webgpu
+def test_probe_and_adapter_selection() -> None:
+    result = plugin.probe()
+    assert result.ok and result.devices
+    with pytest.raises(BackendUnavailableError, match="webgpu:99 does not exist"):
+        plugin.select_adapter(99, make_config())
+    with pytest.raises(BackendUnavailableError, match="does not exist"):
+        plugin.select_adapter(0, make_config(webgpu={"adapter": "no such adapter anywhere"}))
+    first = plugin.select_adapter(0, make_config())
+    name = first.info["device"].split()[0]
+    assert plugin.select_adapter(0, make_config(webgpu={"adapter": name.upper()})) is not None
+    props = plugin.cubeplug_memory_properties(backend="webgpu", device=0)
+    assert props is not None and props.alignment == first.limits["min-storage-buffer-offset-alignment"]
+    assert "webgpu adapters" in plugin.cubeplug_diagnostics(backend="webgpu")
+
+
+@requires_webgpu
+def test_gl_adapter_where_present() -> None:
+    from tests.backends.webgpu.kernels import ADD_ONE
+
+    if not plugin.adapters(plugin.AdapterChoice(backend_type="OpenGL")):
+        pytest.skip("wgpu lists no GL adapter on this machine")
+    import numpy as np
+
+    c = make_client(webgpu={"backend_type": "gl"})
+    try:
+        assert c.properties["backend_type"] == "OpenGL"
+        x = c.create(np.zeros(256, np.int32))
+        for _ in range(3):
+            c.launch(ADD_ONE, 4, [x], [256])
+        assert c.to_numpy(x, "i32").sum() == 3 * 256
+    finally:
+        c.close()
