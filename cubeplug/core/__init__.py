@@ -1,0 +1,1 @@
+"""The core runtime: client, channel, server contract, memory, streams, kernels, config, plugins."""

@@ -130,6 +130,7 @@ class OutOfMemoryError(CubeplugError, MemoryError):
         self.limit = limit
         self.device_free = device_free
         self.device_total = device_total
+        self.detail = detail
         lim = "none" if limit is None else f"{limit} B"
         dev = ""
         if device_total is not None:

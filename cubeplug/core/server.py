@@ -89,11 +89,21 @@ class ComputeServer(ABC):
 
     def _new_memory(self, persistent: str) -> MemoryManagement:
         mm = MemoryManagement(
-            self.storage, self.memory_properties, limit=self.limit, persistent=persistent, on_oom=self._on_oom
+            self.storage,
+            self.memory_properties,
+            limit=self.limit,
+            persistent=persistent,
+            on_oom=self._on_oom,
+            reclaim=self._reclaim,
         )
         for mode in self._modes:
             mm.push_mode(mode)
         return mm
+
+    def _reclaim(self) -> None:
+        """On the out-of-memory path: free the cached pages of every stream's memory management."""
+        for mm in self._all_memories():
+            mm.cleanup(explicit=True)
 
     def _on_oom(self, requested: int, in_use: int, reserved: int) -> None:
         """Called just before OutOfMemoryError; notifies the plugins observing out-of-memory."""

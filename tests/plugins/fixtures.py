@@ -46,7 +46,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def disable(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     """Set ``CUBEPLUG_DISABLE`` to ``names`` plus the other built-in backends."""
-    monkeypatch.setenv("CUBEPLUG_DISABLE", hermetic({"CUBEPLUG_DISABLE": ",".join(names)})["CUBEPLUG_DISABLE"])
+    env = hermetic({"CUBEPLUG_DISABLE": ",".join(names)})
+    monkeypatch.setenv("CUBEPLUG_DISABLE", env["CUBEPLUG_DISABLE"])
 
 
 @pytest.fixture

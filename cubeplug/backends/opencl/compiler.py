@@ -41,7 +41,22 @@ _TYPE_NAMES: dict[str, tuple[str, ...]] = {
     "u64": ("ulong", "u64"),
     "bool": ("uchar", "char", "bool", "u8", "i8"),
 }
-_KNOWN_TYPES = frozenset(n for names in _TYPE_NAMES.values() for n in names)
+_KNOWN_TYPES = frozenset(
+    n + w for names in _TYPE_NAMES.values() for n in names for w in ("", "2", "3", "4", "8", "16")
+)
+#: Words of a reported type name that are not part of the type, and spellings to normalise.
+_QUALIFIERS = frozenset({"const", "volatile", "restrict", "__restrict", "__global", "global"})
+_CANONICAL = {
+    "unsigned int": "uint", "unsigned char": "uchar", "unsigned short": "ushort", "unsigned long": "ulong",
+    "signed char": "char", "short int": "short", "long int": "long", "unsigned long int": "ulong",
+}
+
+
+def base_type(type_name: str) -> str:
+    """The element type of a reported kernel argument type: ``"const unsigned int*"`` -> ``"uint"``."""
+    words = [w for w in type_name.replace("*", " ").split() if w not in _QUALIFIERS]
+    name = " ".join(words)
+    return _CANONICAL.get(name, name)
 #: ``file:line:col: message`` in a build log line
 #: (PoCL: ``error: f.cl:3:5: msg``, NVIDIA: ``<kernel>:3:5: error: msg``).
 _LOG_LOCATION = re.compile(r":(\d+):(\d+):\s*(.*)")
@@ -119,30 +134,40 @@ def build_program(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str,
 
 
 def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache: bool) -> Any:
+    """Build from source; through PyOpenCL's binary cache only where the driver keeps no cache itself.
+
+    Drivers with their own source cache (PoCL, NVIDIA) build from source every time, which keeps the
+    kernel argument info available for the signature check (programs loaded from binaries may lack it).
+    """
     import pyopencl as cl
     from pyopencl.cache import create_built_program_from_source_cached
+    from pyopencl.characterize import has_src_build_cache
 
     options = " ".join(BUILD_OPTIONS).encode()
-    try:
-        program, _ = create_built_program_from_source_cached(
-            ctx.context, source, options, [ctx.device], cache_dir=None if cache else False
-        )
-        return program
-    except cl.Error as e:
-        if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
-            raise CompileError(
-                f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
-                options=BUILD_OPTIONS,
-            ) from e
-        failed = e
-    # Build once more, uncached, to read the log from the program object.
+    if cache and not has_src_build_cache(ctx.device):
+        try:
+            program, _ = create_built_program_from_source_cached(
+                ctx.context, source, options, [ctx.device], cache_dir=None
+            )
+            return program
+        except cl.Error as e:
+            if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
+                raise CompileError(
+                    f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
+                    options=BUILD_OPTIONS,
+                ) from e
+        # Build once more, uncached, to read the log from the program object.
     program = cl._cl._Program(ctx.context, source)
     try:
         program.build(options, [ctx.device])
-        return program  # pragma: no cover - a flaky cache entry: the fresh build worked
-    except cl.Error:
+    except cl.Error as e:
+        if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
+            raise CompileError(
+                f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source, options=BUILD_OPTIONS,
+            ) from e
         log = str(program.get_build_info(ctx.device, cl.program_build_info.LOG))
-    raise _compile_error(ctx, kernel, dialect, source, log or str(failed)) from failed
+        raise _compile_error(ctx, kernel, dialect, source, log or str(e)) from e
+    return program
 
 
 def _compile_error(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, log: str) -> CompileError:
@@ -236,21 +261,20 @@ def _check_signature(clk: Any, kernel: Kernel, source: str) -> None:
         except cl.Error:  # the driver keeps no arg info: nothing more to check
             return
         is_buffer = isinstance(param, Buffer)
-        if is_buffer and (address != global_q or not type_name.endswith("*")):
+        if is_buffer and (address != global_q or "*" not in type_name):
             raise fail(
                 f"param {param.name!r} is a Buffer, but kernel argument {i} is {type_name!r}, not a "
                 f"GLOBAL pointer; declare it as GLOBAL T*"
             )
-        if not is_buffer and type_name.endswith("*"):
+        if not is_buffer and "*" in type_name:
             raise fail(
                 f"param {param.name!r} is a Scalar, but kernel argument {i} is the pointer {type_name!r}"
             )
-        base = type_name.rstrip("*").strip()
+        base = base_type(type_name)
         vector = param.vector if isinstance(param, Buffer) else 1
         suffix = str(vector) if vector > 1 else ""
         allowed = {n + suffix for n in _TYPE_NAMES[param.dtype]}
-        known = _KNOWN_TYPES | {n + w for n in _KNOWN_TYPES for w in ("2", "3", "4", "8", "16")}
-        if base in known and base not in allowed:
+        if base in _KNOWN_TYPES and base not in allowed:
             raise fail(
                 f"param {param.name!r} is declared {param.dtype}"
                 f"{f' x{vector}' if vector > 1 else ''} but kernel argument {i} is {type_name!r}; "

@@ -102,6 +102,7 @@ class OpenCLServer(ComputeServer):
         self._marker = cl.enqueue_marker
         self._cl = cl
         self._closed = False
+        self._scratch: Any = None
 
     # ------------------------------------------------------------------ streams
     def cursor(self, stream_id: int) -> int:
@@ -298,13 +299,21 @@ class OpenCLServer(ComputeServer):
 
     # ------------------------------------------------------------------ profiling
     def device_marker(self, stream_id: int) -> Any:
-        """A marker event on the stream (with its host time), or None when the queues do not profile."""
+        """A timestamped command on the stream (with the host time), or None when the queues do not profile.
+
+        The command is a 4-byte fill of a scratch buffer rather than a marker: every driver reports
+        profiling times for a fill, not every one does for markers.
+        """
         if not self.streams.profiling:
             return None
         import time
 
+        if self._scratch is None:
+            self._scratch = self._cl.Buffer(self.ctx.context, self._cl.mem_flags.READ_WRITE, 64)
         queue = self.multistream.streams.get(stream_id).stream
-        return (self._marker(queue), time.perf_counter())
+        event = self._cl.enqueue_fill_buffer(queue, self._scratch, np.uint32(0), 0, 4)
+        queue.flush()
+        return (event, time.perf_counter())
 
     def device_elapsed(self, start: Any, end: Any) -> float:
         """Seconds between two markers from their profiling timestamps (host clock if the driver has none)."""

@@ -9,6 +9,7 @@ an error at the call that made it and never poisons a batch.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -206,6 +207,7 @@ class WgpuServer(ComputeServer):
         pages = self._pages
         regions = []
         for h in buffers:
+            self.check_handle(h, "buffer")
             st = h.memory().storage
             offset = st.offset + h.start
             if offset % self._align:
@@ -258,7 +260,11 @@ class WgpuServer(ComputeServer):
                 )
             bind_group = self._cached_bind_group(program, key, buffers)
         packer = program.scalars
-        block = packer.packer.pack(*scalars) if packer is not None else None
+        try:
+            block = packer.packer.pack(*scalars) if packer is not None else None
+        except struct.error as e:
+            names = ", ".join(p.name for p in compiled.kernel.scalar_params)
+            raise ValidationError(f"kernel {compiled.kernel.name!r} scalars ({names}): {e}") from e
         handle = count.handle
         if handle is None:
             x, y, z = count.x, count.y, count.z

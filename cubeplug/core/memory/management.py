@@ -36,12 +36,18 @@ class MemoryManagement:
     and the mode methods under one lock. Tokens may die in any thread; each pool notices it
     through weak-reference callbacks (see :mod:`cubeplug.core.memory.slice_token`).
 
-    Out of memory (the storage raises OutOfMemoryError or the shared ``limit`` has no room):
-    spill to the next pool that takes the size; if none can, ``gc.collect()`` (tokens in
-    reference cycles), cleanup(explicit=True), call ``reclaim()`` (where an owner frees the free
-    pages of the other managements that share the device or the limit), ``storage.flush()``
-    (deferred frees), and retry once; then call
-    ``on_oom(requested, in_use, reserved)`` and raise OutOfMemoryError with the figures.
+    Routing: a free persistent slice of the exact padded size first, then the first pool of the
+    ladder that accepts the size; a capped full pool, or one whose page the device or the limit
+    refuses, spills to the next pool that accepts the size. Size-0 reservations go to the
+    zero-size exclusive pool (a page of ``alignment`` bytes each, a zero-size region of it).
+
+    Out of memory (no pool could get a page): ``gc.collect()`` (tokens in reference cycles),
+    cleanup(explicit=True), ``reclaim()`` (where an owner frees the free pages of the other
+    managements that share the device or the limit), ``storage.flush()`` (deferred frees), and
+    one retry; then ``on_oom(requested, in_use, reserved)`` and OutOfMemoryError with the figures.
+
+    Every ``dealloc_period // 5`` reservations, each pool runs one idle check (exclusive pools
+    free pages idle for five checks in a row).
     """
 
     def __init__(
@@ -80,7 +86,8 @@ class MemoryManagement:
         self._persistent_mode = persistent == "enforced"
         self._on_oom = on_oom
         self._reclaim = reclaim
-        self._dealloc_period = dealloc_period
+        #: Reservations per deallocation period (an idle check every fifth of it).
+        self.dealloc_period = dealloc_period
         self._check_period = max(1, dealloc_period // 5)
         #: Reservations made so far.
         self.reservations = 0

@@ -36,7 +36,9 @@ class CUDADriverError(RuntimeError):
 class CompileException(Exception):
     """cupy.cuda.compiler.CompileException."""
 
-    def __init__(self, msg: str, source: str, name: str, options: tuple[str, ...], backend: str = "nvrtc") -> None:
+    def __init__(
+        self, msg: str, source: str, name: str, options: tuple[str, ...], backend: str = "nvrtc"
+    ) -> None:
         self._msg = msg
         self.source = source
         self.name = name
@@ -51,7 +53,7 @@ class CompileException(Exception):
 
 
 class PointerAttributes:
-    def __init__(self, device: int, devicePointer: int, hostPointer: int, type: int) -> None:  # noqa: A002
+    def __init__(self, device: int, devicePointer: int, hostPointer: int, type: int) -> None:
         self.device = device
         self.devicePointer = devicePointer
         self.hostPointer = hostPointer
@@ -65,7 +67,13 @@ class Runtime(types.ModuleType):
     """cupy.cuda.runtime over host memory."""
 
     CUDARuntimeError = CUDARuntimeError
-    memcpyHostToHost, memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice, memcpyDefault = 0, 1, 2, 3, 4
+    memcpyHostToHost, memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice, memcpyDefault = (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     errorMemoryAllocation = 2
     cudaDevAttrMemoryPoolsSupported = 115
 
@@ -94,10 +102,17 @@ class Runtime(types.ModuleType):
 
     def getDeviceProperties(self, device: int) -> dict[str, Any]:
         return {
-            "name": b"Fake GPU", "totalGlobalMem": self.total, "sharedMemPerBlock": 49152,
-            "maxThreadsPerBlock": 1024, "maxThreadsDim": (1024, 1024, 64),
-            "maxGridSize": (2**31 - 1, 65535, 65535), "warpSize": 32, "multiProcessorCount": 4,
-            "major": 9, "minor": 0, "l2CacheSize": 1 << 20,
+            "name": b"Fake GPU",
+            "totalGlobalMem": self.total,
+            "sharedMemPerBlock": 49152,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsDim": (1024, 1024, 64),
+            "maxGridSize": (2**31 - 1, 65535, 65535),
+            "warpSize": 32,
+            "multiProcessorCount": 4,
+            "major": 9,
+            "minor": 0,
+            "l2CacheSize": 1 << 20,
         }
 
     def deviceGetAttribute(self, attrib: int, device: int) -> int:
@@ -184,7 +199,9 @@ class Runtime(types.ModuleType):
             self._check(dst + row * dpitch, src + row * spitch, width, kind)
             ctypes.memmove(dst + row * dpitch, src + row * spitch, width)
 
-    def memcpyPeerAsync(self, dst: int, dstDevice: int, src: int, srcDevice: int, size: int, stream: int) -> None:
+    def memcpyPeerAsync(
+        self, dst: int, dstDevice: int, src: int, srcDevice: int, size: int, stream: int
+    ) -> None:
         self._check(dst, src, size, 3)
         ctypes.memmove(dst, src, size)
 
@@ -225,13 +242,21 @@ class Runtime(types.ModuleType):
 class Stream:
     """cupy.cuda.Stream(null=False, non_blocking=False, ptds=False, priority=None)."""
 
-    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False, priority: Any = None) -> None:
+    def __init__(
+        self, null: bool = False, non_blocking: bool = False, ptds: bool = False, priority: Any = None
+    ) -> None:
         self.ptr = 0 if null else RUNTIME.streamCreateWithFlags(int(non_blocking))
         self.device_id = -1 if null else RUNTIME.device
         self.non_blocking = non_blocking
 
     def synchronize(self) -> None:
         RUNTIME.streamSynchronize(self.ptr)
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 class Event:
@@ -270,8 +295,15 @@ class Function:
         self.ptr = next(_ids)
         self.launches = 0
 
-    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Any, shared_mem: int = 0,
-                 stream: Any = None, enable_cooperative_groups: bool = False) -> None:
+    def __call__(
+        self,
+        grid: tuple[int, ...],
+        block: tuple[int, ...],
+        args: Any,
+        shared_mem: int = 0,
+        stream: Any = None,
+        enable_cooperative_groups: bool = False,
+    ) -> None:
         assert isinstance(grid, tuple) and isinstance(block, tuple)
         assert stream is not None and isinstance(stream.ptr, int)
         values = [a.value if isinstance(a, CIntptr) else a for a in args]
@@ -291,8 +323,15 @@ class RawKernel:
 class RawModule:
     """cupy.RawModule(code=..., options=...): compiles at get_function."""
 
-    def __init__(self, *, code: str | None = None, path: str | None = None, options: tuple[str, ...] = (),
-                 backend: str = "nvrtc", **kw: Any) -> None:
+    def __init__(
+        self,
+        *,
+        code: str | None = None,
+        path: str | None = None,
+        options: tuple[str, ...] = (),
+        backend: str = "nvrtc",
+        **kw: Any,
+    ) -> None:
         assert isinstance(options, tuple)
         self.code = code or ""
         self.options = options
@@ -301,7 +340,10 @@ class RawModule:
         lines = self.code.splitlines()
         for i, line in enumerate(lines, 1):
             if "COMPILE_ERROR_HERE" in line:
-                log = f'/tmp/tmpabc/0123abcd.cu({i}): error: identifier "COMPILE_ERROR_HERE" is undefined\n\n1 error detected'
+                log = (
+                    f'/tmp/tmpabc/0123abcd.cu({i}): error: identifier "COMPILE_ERROR_HERE" is undefined\n\n'
+                    "1 error detected"
+                )
                 raise CompileException(log, self.code, "0123abcd.cu", self.options)
         if f"{name}(" not in self.code:
             raise CUDADriverError("CUDA_ERROR_NOT_FOUND: named symbol not found")
@@ -318,23 +360,67 @@ class MemoryPointer:
         self.mem = mem
         self.ptr = mem.ptr + offset
 
+    def copy_from_device_async(self, src: MemoryPointer, size: int, stream: Any = None) -> None:
+        RUNTIME.memcpyAsync(self.ptr, src.ptr, size, 3, 0)
 
-class ndarray:  # noqa: N801 - CuPy's name
+
+class FakeRawKernel:
+    """cupy.RawKernel(code, name): runs the registered python stand-in."""
+
+    def __init__(self, code: str, name: str, options: tuple[str, ...] = ()) -> None:
+        self.name = name
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Any, **kw: Any) -> None:
+        values = [a.data.ptr if isinstance(a, ndarray) else a for a in args]
+        KERNELS[self.name]((*grid, 1, 1)[:3], (*block, 1, 1)[:3], values)
+
+
+class MemoryPool:
+    def malloc(self, size: int) -> MemoryPointer:
+        buf = (ctypes.c_ubyte * size)()
+        return MemoryPointer(UnownedMemory(ctypes.addressof(buf), size, buf, 0), 0)
+
+
+def alloc_pinned_memory(size: int) -> Any:
+    """A buffer over pinned host memory."""
+    return RUNTIME.host[RUNTIME.hostAlloc(size, 0)][0]
+
+
+class Device:
+    def __init__(self, device: int = -1) -> None:
+        self.id = device
+
+    def synchronize(self) -> None:
+        pass
+
+
+class ndarray:
     """cupy.ndarray(shape, dtype, memptr): enough for views, CAI and ``get()``."""
 
     def __init__(self, shape: Any, dtype: Any = float, memptr: MemoryPointer | None = None) -> None:
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        self._owned = 0
         if memptr is None:
-            ptr = RUNTIME.malloc(max(1, self.nbytes))
+            self._owned = ptr = RUNTIME.malloc(max(1, self.nbytes))
             memptr = MemoryPointer(UnownedMemory(ptr, self.nbytes, None, 0), 0)
         self.data = memptr
 
+    def __del__(self) -> None:
+        if self._owned:
+            RUNTIME.dev.pop(self._owned, None)
+
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False), "version": 3,
-                "strides": None, "stream": 1}
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.data.ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": 1,
+        }
 
     def _host(self) -> np.ndarray:
         if self.nbytes == 0:
@@ -349,12 +435,36 @@ class ndarray:  # noqa: N801 - CuPy's name
     def set_host(self, values: np.ndarray) -> None:
         self._host()[...] = values
 
+    def set(self, arr: np.ndarray, stream: Any = None) -> None:
+        self.set_host(arr.reshape(self.shape))
+
 
 def asarray(a: Any) -> ndarray:
     host = np.ascontiguousarray(a)
     out = ndarray(host.shape, host.dtype)
     out.set_host(host)
     return out
+
+
+def empty(shape: Any, dtype: Any = float) -> ndarray:
+    return ndarray(shape if isinstance(shape, tuple) else (shape,), dtype)
+
+
+def ones(shape: Any, dtype: Any = float) -> ndarray:
+    out = empty(shape, dtype)
+    out.set_host(np.ones(out.shape, out.dtype))
+    return out
+
+
+def empty_like(a: ndarray) -> ndarray:
+    return ndarray(a.shape, a.dtype)
+
+
+def get_elapsed_time(start: Event, end: Event) -> float:
+    return RUNTIME.eventElapsedTime(start.ptr, end.ptr)
+
+
+_POOL = MemoryPool()
 
 
 def get_current_stream() -> Stream:
@@ -364,6 +474,7 @@ def get_current_stream() -> Stream:
 def device_view(ptr: int, dtype: Any, count: int) -> np.ndarray:
     """A numpy view of ``count`` elements of device memory at ``ptr`` (bounds-checked)."""
     dt = np.dtype(dtype)
+    ptr = int(ptr)
     RUNTIME.check_device(ptr, count * dt.itemsize, "kernel access")
     if count == 0:
         return np.empty(0, dt)
@@ -387,16 +498,42 @@ def install(monkeypatch: Any, total: int = 1 << 30) -> Runtime:
     function.Function = Function  # type: ignore[attr-defined]
     compiler.CompileException = CompileException  # type: ignore[attr-defined]
     for name, value in {
-        "runtime": RUNTIME, "function": function, "compiler": compiler, "Stream": Stream, "Event": Event,
-        "UnownedMemory": UnownedMemory, "MemoryPointer": MemoryPointer, "get_current_stream": get_current_stream,
+        "runtime": RUNTIME,
+        "function": function,
+        "compiler": compiler,
+        "Stream": Stream,
+        "Event": Event,
+        "UnownedMemory": UnownedMemory,
+        "MemoryPointer": MemoryPointer,
+        "get_current_stream": get_current_stream,
+        "alloc_pinned_memory": alloc_pinned_memory,
+        "Device": Device,
+        "get_elapsed_time": get_elapsed_time,
     }.items():
         setattr(cuda, name, value)
-    for name, value in {"cuda": cuda, "RawModule": RawModule, "ndarray": ndarray, "asarray": asarray,
-                        "__version__": "0.0+fake"}.items():
+    for name, value in {
+        "cuda": cuda,
+        "RawModule": RawModule,
+        "ndarray": ndarray,
+        "asarray": asarray,
+        "RawKernel": FakeRawKernel,
+        "empty": empty,
+        "ones": ones,
+        "empty_like": empty_like,
+        "get_default_memory_pool": lambda: _POOL,
+        "float32": np.float32,
+        "uint8": np.uint8,
+        "__version__": "0.0+fake",
+    }.items():
         setattr(cupy, name, value)
     _NULL_STREAM = Stream(null=True)
-    for name, module in {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.runtime": RUNTIME,
-                         "cupy.cuda.function": function, "cupy.cuda.compiler": compiler}.items():
+    for name, module in {
+        "cupy": cupy,
+        "cupy.cuda": cuda,
+        "cupy.cuda.runtime": RUNTIME,
+        "cupy.cuda.function": function,
+        "cupy.cuda.compiler": compiler,
+    }.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setitem(sys.modules, "cuda", None)  # no cuda-python: the CuPy launch path
     return RUNTIME

@@ -13,8 +13,18 @@ from cubeplug.core.kernel import DTYPES
 from tests.backends.cuda.fake_cupy import KERNELS, device_view
 
 C_TYPES = {
-    "f16": "half", "f32": "float", "f64": "double", "i8": "i8", "i16": "i16", "i32": "int", "i64": "long long",
-    "u8": "u8", "u16": "u16", "u32": "unsigned int", "u64": "unsigned long long", "bool": "bool",
+    "f16": "half",
+    "f32": "float",
+    "f64": "double",
+    "i8": "i8",
+    "i16": "i16",
+    "i32": "int",
+    "i64": "long long",
+    "u8": "u8",
+    "u16": "u16",
+    "u32": "unsigned int",
+    "u64": "unsigned long long",
+    "bool": "bool",
 }
 
 
@@ -33,8 +43,10 @@ def _fake(name: str):  # type: ignore[no-untyped-def]
 FILL = Kernel(
     "fill",
     [Buffer("out", "f32", "write"), Scalar("value", "f32"), Scalar("n", "u32")],
-    {"c": "KERNEL fill(GLOBAL float* out, float value, unsigned int n) {\n"
-          "  unsigned int i = ABSOLUTE_POS_X; if (i < n) out[i] = value;\n}\n"},
+    {
+        "c": "KERNEL fill(GLOBAL float* out, float value, unsigned int n) {\n"
+        "  unsigned int i = ABSOLUTE_POS_X; if (i < n) out[i] = value;\n}\n"
+    },
     cube_dim=256,
 )
 
@@ -49,8 +61,10 @@ def _fill(grid, block, args):  # type: ignore[no-untyped-def]
 AXPY = Kernel(
     "axpy",
     [Buffer("x", "f32", "read"), Buffer("y", "f32", "read_write"), Scalar("a", "f32"), Scalar("n", "u32")],
-    {"c": "KERNEL axpy(GLOBAL const float* x, GLOBAL float* y, float a, unsigned int n) {\n"
-          "  unsigned int i = ABSOLUTE_POS_X; if (i < n) y[i] += a * x[i];\n}\n"},
+    {
+        "c": "KERNEL axpy(GLOBAL const float* x, GLOBAL float* y, float a, unsigned int n) {\n"
+        "  unsigned int i = ABSOLUTE_POS_X; if (i < n) y[i] += a * x[i];\n}\n"
+    },
     cube_dim=128,
 )
 
@@ -65,8 +79,10 @@ def _axpy(grid, block, args):  # type: ignore[no-untyped-def]
 ADD_ONE = Kernel(
     "add_one",
     [Buffer("x", "i32"), Scalar("n", "u32")],
-    {"c": "KERNEL add_one(GLOBAL int* x, unsigned int n) {\n"
-          "  unsigned int i = ABSOLUTE_POS_X; if (i < n) x[i] += 1;\n}\n"},
+    {
+        "c": "KERNEL add_one(GLOBAL int* x, unsigned int n) {\n"
+        "  unsigned int i = ABSOLUTE_POS_X; if (i < n) x[i] += 1;\n}\n"
+    },
     cube_dim=256,
 )
 
@@ -80,10 +96,17 @@ def _add_one(grid, block, args):  # type: ignore[no-untyped-def]
 # Scalars between buffers: the declared order must be kept.
 MIXED = Kernel(
     "mixed",
-    [Scalar("a", "f64"), Buffer("out", "f64", "write"), Scalar("b", "i64"), Buffer("out2", "i64", "write"),
-     Scalar("c", "u8")],
-    {"c": "KERNEL mixed(double a, GLOBAL double* out, long long b, GLOBAL long long* out2, u8 c) {\n"
-          "  if (ABSOLUTE_POS_X == 0) { out[0] = a; out2[0] = b; out2[1] = c; }\n}\n"},
+    [
+        Scalar("a", "f64"),
+        Buffer("out", "f64", "write"),
+        Scalar("b", "i64"),
+        Buffer("out2", "i64", "write"),
+        Scalar("c", "u8"),
+    ],
+    {
+        "c": "KERNEL mixed(double a, GLOBAL double* out, long long b, GLOBAL long long* out2, u8 c) {\n"
+        "  if (ABSOLUTE_POS_X == 0) { out[0] = a; out2[0] = b; out2[1] = c; }\n}\n"
+    },
     cube_dim=32,
 )
 
@@ -99,9 +122,11 @@ def _mixed(grid, block, args):  # type: ignore[no-untyped-def]
 WRITE_COUNT = Kernel(
     "write_count",
     [Buffer("out", "u32", "write")],
-    {"c": "KERNEL write_count(GLOBAL unsigned int* out) {\n"
-          "  if (ABSOLUTE_POS_X == 0 && CUBE_POS_Y == 0 && CUBE_POS_Z == 0) {\n"
-          "    out[0] = CUBE_COUNT_X; out[1] = CUBE_COUNT_Y; out[2] = CUBE_COUNT_Z; }\n}\n"},
+    {
+        "c": "KERNEL write_count(GLOBAL unsigned int* out) {\n"
+        "  if (ABSOLUTE_POS_X == 0 && CUBE_POS_Y == 0 && CUBE_POS_Z == 0) {\n"
+        "    out[0] = CUBE_COUNT_X; out[1] = CUBE_COUNT_Y; out[2] = CUBE_COUNT_Z; }\n}\n"
+    },
     cube_dim=1,
 )
 
@@ -114,8 +139,10 @@ def _write_count(grid, block, args):  # type: ignore[no-untyped-def]
 COPY4 = Kernel(
     "copy4",
     [Buffer("src", "f32", "read", vector=4), Buffer("dst", "f32", "write", vector=4), Scalar("n", "u32")],
-    {"c": "KERNEL copy4(GLOBAL const float4* src, GLOBAL float4* dst, unsigned int n) {\n"
-          "  unsigned int i = ABSOLUTE_POS_X; if (i < n) dst[i] = src[i];\n}\n"},
+    {
+        "c": "KERNEL copy4(GLOBAL const float4* src, GLOBAL float4* dst, unsigned int n) {\n"
+        "  unsigned int i = ABSOLUTE_POS_X; if (i < n) dst[i] = src[i];\n}\n"
+    },
     cube_dim=64,
 )
 
@@ -130,8 +157,10 @@ def _copy4(grid, block, args):  # type: ignore[no-untyped-def]
 COUNT = Kernel(
     "count",
     [Buffer("counter", "u32", atomic=True), Scalar("n", "u32")],
-    {"c": "KERNEL count(GLOBAL unsigned int* counter, unsigned int n) {\n"
-          "  if (ABSOLUTE_POS_X < n) ATOMIC_ADD(counter, 1u);\n}\n"},
+    {
+        "c": "KERNEL count(GLOBAL unsigned int* counter, unsigned int n) {\n"
+        "  if (ABSOLUTE_POS_X < n) ATOMIC_ADD(counter, 1u);\n}\n"
+    },
     cube_dim=128,
 )
 
@@ -145,9 +174,11 @@ def _count(grid, block, args):  # type: ignore[no-untyped-def]
 NATIVE = Kernel(
     "native_scale",
     [Buffer("x", "f32"), Scalar("s", "f32"), Scalar("n", "u32")],
-    {"cuda": 'extern "C" __global__ void native_scale(float* x, float s, unsigned int n) {\n'
-             "  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-             "  if (i < n) x[i] *= s * SCALE;\n}\n"},
+    {
+        "cuda": 'extern "C" __global__ void native_scale(float* x, float s, unsigned int n) {\n'
+        "  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) x[i] *= s * SCALE;\n}\n"
+    },
     cube_dim=64,
     defines={"SCALE": 2},
 )
@@ -162,7 +193,10 @@ def _native_scale(grid, block, args):  # type: ignore[no-untyped-def]
 ENTRY = Kernel(
     "renamed",
     [Buffer("x", "i32"), Scalar("n", "u32")],
-    {"c": "KERNEL real_entry(GLOBAL int* x, unsigned int n) { if (ABSOLUTE_POS_X < n) x[ABSOLUTE_POS_X] = 7; }\n"},
+    {
+        "c": "KERNEL real_entry(GLOBAL int* x, unsigned int n) {\n"
+        "  if (ABSOLUTE_POS_X < n) x[ABSOLUTE_POS_X] = 7;\n}\n"
+    },
     cube_dim=32,
     entry="real_entry",
 )
@@ -184,10 +218,19 @@ NO_ENTRY = Kernel("missing", [Buffer("x", "f32")], {"c": "KERNEL something_else(
 # A pitched 2-D tensor: rows of ``cols`` elements, ``pitch`` elements apart.
 SCALE2D = Kernel(
     "scale2d",
-    [Buffer("x", "f32"), Scalar("rows", "u32"), Scalar("cols", "u32"), Scalar("pitch", "u32"), Scalar("s", "f32")],
-    {"c": "KERNEL scale2d(GLOBAL float* x, unsigned int rows, unsigned int cols, unsigned int pitch, float s) {\n"
-          "  unsigned int c = ABSOLUTE_POS_X, r = ABSOLUTE_POS_Y;\n"
-          "  if (r < rows && c < cols) x[r * pitch + c] *= s;\n}\n"},
+    [
+        Buffer("x", "f32"),
+        Scalar("rows", "u32"),
+        Scalar("cols", "u32"),
+        Scalar("pitch", "u32"),
+        Scalar("s", "f32"),
+    ],
+    {
+        "c": "KERNEL scale2d(GLOBAL float* x, unsigned int rows, unsigned int cols, unsigned int pitch,\n"
+        "                float s) {\n"
+        "  unsigned int c = ABSOLUTE_POS_X, r = ABSOLUTE_POS_Y;\n"
+        "  if (r < rows && c < cols) x[r * pitch + c] *= s;\n}\n"
+    },
     cube_dim=(16, 16, 1),
 )
 
@@ -208,8 +251,10 @@ def store_kernel(dt: str) -> Kernel:
     return Kernel(
         f"store_{dt}",
         [Buffer("out", dt, "write"), Scalar("v", dt), Scalar("n", "u32")],
-        {"c": f"KERNEL store_{dt}(GLOBAL {ct}* out, {ct} v, unsigned int n) {{\n"
-              f"  unsigned int i = ABSOLUTE_POS_X; if (i < n) out[i] = v;\n}}\n"},
+        {
+            "c": f"KERNEL store_{dt}(GLOBAL {ct}* out, {ct} v, unsigned int n) {{\n"
+            f"  unsigned int i = ABSOLUTE_POS_X; if (i < n) out[i] = v;\n}}\n"
+        },
         cube_dim=64,
     )
 
@@ -226,14 +271,17 @@ def bump_kernel(dt: str) -> Kernel:
     return Kernel(
         f"bump_{dt}",
         [Buffer("x", dt), Scalar("n", "u32")],
-        {"c": f"KERNEL bump_{dt}(GLOBAL {ct}* x, unsigned int n) {{\n"
-              f"  unsigned int i = ABSOLUTE_POS_X; if (i < n) {{ {body} }}\n}}\n"},
+        {
+            "c": f"KERNEL bump_{dt}(GLOBAL {ct}* x, unsigned int n) {{\n"
+            f"  unsigned int i = ABSOLUTE_POS_X; if (i < n) {{ {body} }}\n}}\n"
+        },
         cube_dim=64,
     )
 
 
 def _register_dtype_fakes() -> None:
     for dt, np_dt in DTYPES.items():
+
         def store(grid, block, args, np_dt=np_dt):  # type: ignore[no-untyped-def]
             out, v, n = args
             device_view(out, np_dt, min(int(n), _threads(grid, block)))[:] = v

@@ -44,9 +44,19 @@ def blocks(n: int, per: int) -> int:
 # ---------------------------------------------------------------------- identity
 def test_properties_name_the_device(client) -> None:  # type: ignore[no-untyped-def]
     props = client.properties
-    for key in ("sm_count", "compute_capability", "shared_memory_per_block", "max_threads_per_block",
-                "warp_size", "total_memory", "driver_version", "runtime_version", "max_page_size",
-                "launch_path", "pitch_alignment"):
+    for key in (
+        "sm_count",
+        "compute_capability",
+        "shared_memory_per_block",
+        "max_threads_per_block",
+        "warp_size",
+        "total_memory",
+        "driver_version",
+        "runtime_version",
+        "max_page_size",
+        "launch_path",
+        "pitch_alignment",
+    ):
         assert key in props, key
     assert client.backend == "cuda"
     assert client.device.index == 0 and client.device.vendor == "NVIDIA"
@@ -396,7 +406,9 @@ def test_pitched_tensor_kernel_and_strided_read(client) -> None:  # type: ignore
     arr = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
     t = client.create_tensor(arr)
     pitch = t.strides[0]
-    client.launch(SCALE2D, CubeCount(blocks(cols, 16), blocks(rows, 16)), [t.handle], [rows, cols, pitch, 2.0])
+    client.launch(
+        SCALE2D, CubeCount(blocks(cols, 16), blocks(rows, 16)), [t.handle], [rows, cols, pitch, 2.0]
+    )
     np.testing.assert_array_equal(client.read_tensor(t), arr * 2)
     server = client.server
     with client._lock:

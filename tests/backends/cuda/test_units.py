@@ -25,22 +25,40 @@ from cubeplug.core.kernel import DTYPES
 # ---------------------------------------------------------------------- options
 def test_options_defaults_and_parsing() -> None:
     assert parse_options({}) == CudaOptions()
-    opts = parse_options({"max_page_size": "2GiB", "pitch_alignment": 256, "launch": "cupy",
-                          "pinned_pool_bytes": "1MiB", "staging_max_bytes": 4096})
+    opts = parse_options(
+        {
+            "max_page_size": "2GiB",
+            "pitch_alignment": 256,
+            "launch": "cupy",
+            "pinned_pool_bytes": "1MiB",
+            "staging_max_bytes": 4096,
+        }
+    )
     assert opts.page_size(80 << 30) == 2 << 30
     assert (opts.pitch_alignment, opts.launch, opts.pinned_pool_bytes, opts.staging_max_bytes) == (
-        256, "cupy", 1 << 20, 4096)
+        256,
+        "cupy",
+        1 << 20,
+        4096,
+    )
     assert parse_options({"max_page_size": "10%"}).page_size(100 << 30) == 10 << 30
     assert CudaOptions().page_size(8 << 30) == 2 << 30
     assert parse_bytes("1.5 KiB", "k") == 1536
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({"nope": 1}, "nope"), ({"max_page_size": "0%"}, "max_page_size"), ({"max_page_size": 1024}, "max_page_size"),
-    ({"pitch_alignment": 100}, "pitch_alignment"), ({"pitch_alignment": True}, "pitch_alignment"),
-    ({"launch": "fast"}, "launch"), ({"pinned_pool_bytes": "lots"}, "pinned_pool_bytes"),
-    ({"staging_max_bytes": -1}, "staging_max_bytes"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"nope": 1}, "nope"),
+        ({"max_page_size": "0%"}, "max_page_size"),
+        ({"max_page_size": 1024}, "max_page_size"),
+        ({"pitch_alignment": 100}, "pitch_alignment"),
+        ({"pitch_alignment": True}, "pitch_alignment"),
+        ({"launch": "fast"}, "launch"),
+        ({"pinned_pool_bytes": "lots"}, "pinned_pool_bytes"),
+        ({"staging_max_bytes": -1}, "staging_max_bytes"),
+    ],
+)
 def test_bad_options_name_the_key(raw, key) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError) as info:
         parse_options(raw)
@@ -48,9 +66,19 @@ def test_bad_options_name_the_key(raw, key) -> None:  # type: ignore[no-untyped-
 
 
 # ---------------------------------------------------------------------- pitched layout
-@pytest.mark.parametrize("width, itemsize, expect", [
-    (1, 4, 4), (3, 4, 16), (4, 4, 16), (5, 4, 32), (100, 4, 512), (1000, 4, 512), (2, 1, 16), (33, 8, 512),
-])
+@pytest.mark.parametrize(
+    "width, itemsize, expect",
+    [
+        (1, 4, 4),
+        (3, 4, 16),
+        (4, 4, 16),
+        (5, 4, 32),
+        (100, 4, 512),
+        (1000, 4, 512),
+        (2, 1, 16),
+        (33, 8, 512),
+    ],
+)
 def test_optimal_row_align_matches_cubecl(width, itemsize, expect) -> None:  # type: ignore[no-untyped-def]
     assert optimal_row_align(width, itemsize, 512) == expect
 
@@ -79,8 +107,11 @@ def test_pitched_rows() -> None:
 
 
 # ---------------------------------------------------------------------- arguments
-KERNEL = Kernel("k", [Scalar("a", "f64"), Buffer("x", "f32"), Scalar("b", "i8"), Buffer("y", "u8"),
-                      Scalar("c", "f16")], {"c": ""})
+KERNEL = Kernel(
+    "k",
+    [Scalar("a", "f64"), Buffer("x", "f32"), Scalar("b", "i8"), Buffer("y", "u8"), Scalar("c", "f16")],
+    {"c": ""},
+)
 
 
 def test_arg_layout_keeps_declared_order() -> None:
@@ -254,20 +285,34 @@ def test_host_address() -> None:
 
 # ---------------------------------------------------------------------- compiler helpers
 def test_first_error_reads_nvrtc_logs() -> None:
-    log = ('/tmp/x/abc.cu(42): warning #1: something\n/tmp/x/abc.cu(57): error: identifier "zz" is undefined\n'
-           '/tmp/x/abc.cu(60): error: later\n2 errors detected')
+    log = (
+        '/tmp/x/abc.cu(42): warning #1: something\n/tmp/x/abc.cu(57): error: identifier "zz" is undefined\n'
+        "/tmp/x/abc.cu(60): error: later\n2 errors detected"
+    )
     assert first_error(log) == (57, 'identifier "zz" is undefined')
-    assert first_error("abc.cu(3): catastrophic error: cannot open source file") == (3, "cannot open source file")
+    assert first_error("abc.cu(3): catastrophic error: cannot open source file") == (
+        3,
+        "cannot open source file",
+    )
     assert first_error("nvrtc: something odd\n") == (None, "nvrtc: something odd")
     assert first_error("") == (None, "NVRTC reported an error with an empty log")
 
 
 def test_source_for_prepends_the_prelude_and_defines() -> None:
-    k = Kernel("k", [Buffer("x", "f16")], {"c": "KERNEL k(GLOBAL half* x) {}", "cuda": "NATIVE"},
-               defines={"N": 4}, cube_dim=(8, 2))
+    k = Kernel(
+        "k",
+        [Buffer("x", "f16")],
+        {"c": "KERNEL k(GLOBAL half* x) {}", "cuda": "NATIVE"},
+        defines={"N": 4},
+        cube_dim=(8, 2),
+    )
     c = source_for(k, "c")
     assert "#include <cuda_fp16.h>" in c and '#define KERNEL extern "C" __global__ void' in c
-    assert "#define N 4" in c and "#define CUBE_DIM_STATIC_Y 2" in c and c.endswith("KERNEL k(GLOBAL half* x) {}")
+    assert (
+        "#define N 4" in c
+        and "#define CUBE_DIM_STATIC_Y 2" in c
+        and c.endswith("KERNEL k(GLOBAL half* x) {}")
+    )
     native = source_for(k, "cuda")
     assert "#define N 4" in native and "KERNEL" not in native and native.endswith("NATIVE")
 
@@ -328,7 +373,43 @@ def test_plugin_without_cupy_says_what_to_install(monkeypatch: pytest.MonkeyPatc
 def test_backend_modules_do_not_import_cupy() -> None:
     code = (
         "import sys; import cubeplug.backends.cuda.plugin, cubeplug.backends.cuda.server, "
-        "cubeplug.backends.cuda.interop; print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cuda')))"
+        "cubeplug.backends.cuda.interop; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cuda')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------- the bench, on the fake runtime
+def test_bench_runs_end_to_end_on_the_fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from tests.backends.cuda import fake_cupy, kernels  # noqa: F401 - registers copy4
+
+    fake_cupy.install(monkeypatch)
+
+    def scale(grid, block, args):  # type: ignore[no-untyped-def]
+        x, s, n = args
+        fake_cupy.device_view(x, np.float32, min(int(n), 64))[:] *= s  # a sample: the fake is slow
+
+    def spin(grid, block, args):  # type: ignore[no-untyped-def]
+        fake_cupy.device_view(args[0], np.float32, grid[0] * block[0])[:] = 1
+
+    monkeypatch.setitem(fake_cupy.KERNELS, "scale", scale)
+    monkeypatch.setitem(fake_cupy.KERNELS, "spin", spin)
+    path = Path(__file__).parents[3] / "bench" / "bench_cuda.py"
+    spec = importlib.util.spec_from_file_location("bench_cuda", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--launches", "20", "--mib", "4", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    for step in ("launch", "alloc", "upload", "copy", "streams"):
+        assert "error" not in report["results"][step], report["results"][step]
+    assert set(report["goals"]) == {
+        "launch_ratio<=1.15", "alloc_ratio<=1.5", "upload_pinned>=0.9", "copy_fraction>=0.9", "streams_speedup>=2"
+    }
+    assert report["environment"]["device"] == "Fake GPU"

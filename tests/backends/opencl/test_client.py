@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 
 import numpy as np
@@ -323,6 +324,12 @@ def test_profile_device_timing(client) -> None:  # type: ignore[no-untyped-def]
     assert duration.seconds() > 0
     assert duration.method == ("device" if client.capabilities.device_timing else "system")
     assert client.to_numpy(x, "i32")[0] == 5
+    if client.capabilities.device_timing:
+        # Device timestamps span the device timeline between the two markers, idle time included.
+        t0 = time.perf_counter()
+        _, idle = client.profile(lambda: time.sleep(0.2))
+        host = time.perf_counter() - t0
+        assert idle.method == "device" and 0.15 < idle.seconds() <= host + 0.01
 
 
 def test_profile_without_profiling_queues() -> None:

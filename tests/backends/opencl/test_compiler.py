@@ -159,3 +159,11 @@ def test_source_and_header_lines() -> None:
     skip = compiler.header_lines(ctx, ADD_ONE, "c")
     assert src.splitlines()[skip].startswith("KERNEL add_one")
     assert "#define CUBE_DIM_STATIC_X 64" in src
+
+
+def test_reported_type_names_are_normalised() -> None:
+    assert compiler.base_type("const unsigned int*") == "uint"
+    assert compiler.base_type("float4*") == "float4"
+    assert compiler.base_type("u32*") == "u32"
+    assert compiler.base_type("signed char") == "char"
+    assert compiler.base_type("volatile __global int *") == "int"

@@ -463,6 +463,8 @@ def test_bad_inputs_keep_other_handles_intact(client) -> None:  # type: ignore[n
     good = client.create(np.arange(64, dtype=np.int32))
     dropped = client.create(np.zeros(64, np.int32))
     dropped.drop()
+    other = make_client()
+    other_client_handle = other.create(np.zeros(64, np.int32))
     cases = [
         lambda: client.launch(ADD_ONE, 1, [], [64]),
         lambda: client.launch(ADD_ONE, 1, [good, good], [64]),
@@ -473,6 +475,8 @@ def test_bad_inputs_keep_other_handles_intact(client) -> None:  # type: ignore[n
         lambda: client.launch(ADD_ONE, 1, [client.create(b"abc")], [64]),
         lambda: client.launch(ADD_ONE, 1, ["not a handle"], [64]),
         lambda: client.launch(add_scalar("f32"), 1, [good, good], ["x", 1]),
+        lambda: client.launch_unchecked(AXPY, 1, [good, good], [1.0]),
+        lambda: client.launch_unchecked(ADD_ONE, 1, [other_client_handle], [64]),
         lambda: client.empty(-5),
         lambda: client.create([1, 2, 3]),
         lambda: client.read_one(dropped),
@@ -481,6 +485,7 @@ def test_bad_inputs_keep_other_handles_intact(client) -> None:  # type: ignore[n
         with pytest.raises(ValidationError):
             case()
             pytest.fail(f"case {i} did not raise ValidationError")
+    other.close()
     client.sync()
     got = client.to_numpy(good, "i32")
     np.testing.assert_array_equal(got, np.arange(64))

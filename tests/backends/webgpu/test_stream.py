@@ -145,3 +145,20 @@ def test_timestamp_markers(client) -> None:  # type: ignore[no-untyped-def]
     _, large = client.profile(lambda: [client.launch(FILL, n // 64, [x], [1.0, n]) for _ in range(20)])
     assert small.method == large.method == "device"
     assert large.seconds() > small.seconds() > 0
+
+
+def test_system_timing_without_timestamp_queries(fresh_client) -> None:  # type: ignore[no-untyped-def]
+    client = fresh_client
+    client.server.queue.query_set = None  # as on an adapter without the timestamp-query feature
+    x = client.create(np.zeros(64, np.int32))
+    _, duration = client.profile(lambda: client.launch(ADD_ONE, 1, [x], [64]))
+    assert duration.method == "system" and duration.seconds() > 0
+
+
+def test_zero_size_bindings(client) -> None:  # type: ignore[no-untyped-def]
+    from tests.backends.webgpu.kernels import NOOP
+
+    empty = client.empty(0)
+    client.launch(NOOP, 1, [empty], [])
+    client.launch(ADD_ONE, 1, [empty], [0])
+    assert bytes(client.read_one(empty)) == b"" and client.to_client(empty, client).size == 0
