@@ -33,12 +33,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import cubeplug  # noqa: E402
-from cubeplug import Buffer, CubeCount, Kernel, Scalar  # noqa: E402
-from cubeplug.core.client import ComputeClient  # noqa: E402
-from cubeplug.core.config import Config  # noqa: E402
+import cubeplug
+from cubeplug import Buffer, CubeCount, Kernel, Scalar
+from cubeplug.core.client import ComputeClient
+from cubeplug.core.config import Config
 
 MIB = 1 << 20
 N_DISPATCH = 1000
@@ -87,10 +87,13 @@ class Raw:
             "struct S { n: u32 }\n"
             "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n"
             "@group(0) @binding(1) var<storage, read> scalars: S;\n"
-            "const CUBE_DIM_X: u32 = 64u; const CUBE_DIM_Y: u32 = 1u; const CUBE_DIM_Z: u32 = 1u;\n" + INC_WGSL
+            "const CUBE_DIM_X: u32 = 64u; const CUBE_DIM_Y: u32 = 1u; const CUBE_DIM_Z: u32 = 1u;\n"
+            + INC_WGSL
         )
         module = device.create_shader_module(code=code)
-        self.pipeline = device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "inc"})
+        self.pipeline = device.create_compute_pipeline(
+            layout="auto", compute={"module": module, "entry_point": "inc"}
+        )
         self.y = device.create_buffer(size=256 * 4, usage=u.STORAGE | u.COPY_SRC | u.COPY_DST)
         device.queue.write_buffer(self.y, 0, np.zeros(256, np.float32))
         self.scalars = device.create_buffer_with_data(data=np.array([256], np.uint32), usage=u.STORAGE)
@@ -201,7 +204,8 @@ def bench_dispatch(client: ComputeClient, raw: Raw, repeats: int) -> dict[str, A
     out["ratio_raw_per_submit_over_cubeplug"] = out["raw_one_submit_per_dispatch"]["total_us_median"] / cub
     out["ratio_cubeplug_over_raw_batched"] = cub / out["raw_batched_one_encoder"]["total_us_median"]
     out["ratio_cubeplug_unchecked_over_raw_batched"] = (
-        out["cubeplug_launch_unchecked"]["total_us_median"] / out["raw_batched_one_encoder"]["total_us_median"]
+        out["cubeplug_launch_unchecked"]["total_us_median"]
+        / out["raw_batched_one_encoder"]["total_us_median"]
     )
     return out
 
@@ -331,7 +335,9 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--device", type=int, default=0, help="adapter index (webgpu:N)")
     ap.add_argument("--repeats", type=int, default=9)
-    ap.add_argument("--copy-mib", type=int, default=0, help="copy size (default: 32 MiB on CPU adapters, 256 MiB)")
+    ap.add_argument(
+        "--copy-mib", type=int, default=0, help="copy size (default: 32 MiB on CPU adapters, 256 MiB)"
+    )
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     args = ap.parse_args()
     repeats = 3 if args.quick else args.repeats
@@ -379,20 +385,32 @@ def main() -> None:
         "results": results,
         "goals_met": goals,
     }
-    print(f"device: {props['name']} ({props['adapter_type']}, {props['backend_type']}), wgpu {wgpu.__version__}")
+    print(
+        f"device: {props['name']} ({props['adapter_type']}, {props['backend_type']}), wgpu {wgpu.__version__}"
+    )
     print(f"dispatch, us per dispatch of {N_DISPATCH} (median total incl. execution | median host issue):")
-    for name in ("cubeplug_launch", "cubeplug_launch_unchecked", "raw_one_submit_per_dispatch", "raw_batched_one_encoder"):
+    for name in (
+        "cubeplug_launch",
+        "cubeplug_launch_unchecked",
+        "raw_one_submit_per_dispatch",
+        "raw_batched_one_encoder",
+    ):
         r = d[name]
-        print(f"  {name:<30} {r['total_us_median']:8.2f} | {r['issue_us_median']:8.2f}   (min {r['total_us_min']:.2f})")
+        print(
+            f"  {name:<30} {r['total_us_median']:8.2f} | {r['issue_us_median']:8.2f}"
+            f"   (min {r['total_us_min']:.2f})"
+        )
     print(f"  raw one-submit / cubeplug    {d['ratio_raw_per_submit_over_cubeplug']:.2f}x (goal >= 3)")
     print(f"  cubeplug / raw batched       {d['ratio_cubeplug_over_raw_batched']:.2f}x (goal <= 1.3)")
     print("alloc, us per 1 MiB pair (median):")
     for name in ("cubeplug_empty_drop", "raw_create_buffer_destroy", "raw_create_buffer_drop"):
         print(f"  {name:<30} {a[name]['us_median']:8.2f}   (min {a[name]['us_min']:.2f})")
     print(f"  raw create+destroy / cubeplug {a['ratio_raw_destroy_over_cubeplug']:.1f}x (goal >= 10)")
-    print(f"copy {c['bytes'] >> 20} MiB ({c['timing']} timing): kernel {c['kernel_gbps']:.1f} GB/s, "
-          f"copy_buffer_to_buffer {c['copy_buffer_to_buffer_gbps']:.1f} GB/s, "
-          f"fraction {c['fraction_of_copy_peak']:.2f} (goal >= 0.8)")
+    print(
+        f"copy {c['bytes'] >> 20} MiB ({c['timing']} timing): kernel {c['kernel_gbps']:.1f} GB/s, "
+        f"copy_buffer_to_buffer {c['copy_buffer_to_buffer_gbps']:.1f} GB/s, "
+        f"fraction {c['fraction_of_copy_peak']:.2f} (goal >= 0.8)"
+    )
     print("goals:", ", ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in goals.items()))
     print(f"({elapsed:.0f} s)")
     if args.json:

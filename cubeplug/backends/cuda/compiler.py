@@ -9,7 +9,10 @@ CompileError with NVRTC's log, the numbered source as NVRTC saw it and the line 
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,16 +73,26 @@ def first_error(log: str) -> tuple[int | None, str]:
 
 
 def compile_cuda(
-    kernel: Kernel, dialect: str, mode: ExecutionMode, *, device: int = 0, launch: str = "auto"
+    kernel: Kernel,
+    dialect: str,
+    mode: ExecutionMode,
+    *,
+    device: int = 0,
+    launch: str = "auto",
+    disk_cache: bool = True,
 ) -> CudaProgram:
-    """Compile ``kernel`` for ``device`` and build its launcher ("auto", "driver" or "cupy")."""
+    """Compile ``kernel`` for ``device`` and build its launcher ("auto", "driver" or "cupy").
+
+    ``disk_cache=False`` (``[compilation] cache = false``) keeps CuPy from reading or writing its
+    on-disk kernel cache for this compilation.
+    """
     import cupy
     from cupy.cuda.compiler import CompileException
 
     source = source_for(kernel, dialect)
     entry = kernel.entry_point
     options = NVRTC_OPTIONS
-    with on_device(device):
+    with on_device(device), _cupy_disk_cache(disk_cache):
         module = cupy.RawModule(code=source, options=options)
         try:
             raw = module.get_function(entry)
@@ -121,6 +134,23 @@ def compile_cuda(
     return CudaProgram(
         kernel.name, entry, source, options, launcher, function, module, layout, kernel.cube_dim
     )
+
+
+@contextmanager
+def _cupy_disk_cache(enabled: bool) -> Iterator[None]:
+    """CuPy reads CUPY_CACHE_IN_MEMORY at each compilation: set it for this one when the cache is off."""
+    if enabled:
+        yield
+        return
+    previous = os.environ.get("CUPY_CACHE_IN_MEMORY")
+    os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+        else:
+            os.environ["CUPY_CACHE_IN_MEMORY"] = previous
 
 
 def driver_available() -> bool:

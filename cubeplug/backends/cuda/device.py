@@ -144,7 +144,7 @@ class DeviceGuard:
 
     def __init__(self, device: int) -> None:
         self.device = device
-        self._ready: set[int] = set()
+        self._local = threading.local()
         self._multi = device_count() > 1
         if self._multi:
             from cupy.cuda import runtime
@@ -156,14 +156,14 @@ class DeviceGuard:
         if self._multi:
             if self._get() != self.device:
                 self._set(self.device)
-        elif threading.get_ident() not in self._ready:
+        elif not self._local.__dict__:
             from cupy.cuda import runtime
 
             # cudaSetDevice also creates the primary context and makes it current in this thread,
-            # which the driver-API launch path needs. (A dead thread's id may be reused by a new
-            # thread: harmless on one device, where the runtime makes device 0 current anyway.)
+            # which the driver-API launch path needs. (Thread-local: a new thread starts unready
+            # even when it reuses a dead thread's id.)
             runtime.setDevice(self.device)
-            self._ready.add(threading.get_ident())
+            self._local.ready = True
 
 
 @contextmanager

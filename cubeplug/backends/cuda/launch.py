@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.errors import LaunchError
 from cubeplug.core.kernel import Buffer, Kernel
 
 #: struct codes of a scalar in an 8-byte slot (pointers are ``Q``), little-endian, standard sizes.
@@ -133,9 +132,16 @@ class DriverLauncher:
                 self._function, grid[0], grid[1], grid[2], bx, by, bz, 0, stream.cu, self._params, 0
             )[0]
         if err:
-            raise LaunchError(
-                f"cuLaunchKernel failed: {driver_error(self._driver, err)} (grid {grid}, block {self._block})"
-            )
+            # A plain error: the server maps it (and names the grid limits when they are the cause).
+            raise DriverLaunchError(f"cuLaunchKernel failed: {driver_error(self._driver, err)}", int(err))
+
+
+class DriverLaunchError(RuntimeError):
+    """cuLaunchKernel returned an error code (``status``)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def driver_error(driver: Any, err: Any) -> str:

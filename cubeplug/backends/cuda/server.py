@@ -74,7 +74,7 @@ class CudaServer(ComputeServer):
             dynamic_count=True,
             staging=True,
             pitched_tensors=self.options.pitch_alignment > 0,
-            max_alloc_bytes=props.total_memory,
+            max_alloc_bytes=page,
             offset_alignment=OFFSET_ALIGNMENT,
             max_cube_dim=props.max_block_dim,
             max_cube_threads=props.max_threads_per_block,
@@ -162,7 +162,14 @@ class CudaServer(ComputeServer):
     def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> CudaProgram:
         """Compile with NVRTC for this device and build the kernel's launcher."""
         self.guard()
-        return compile_cuda(kernel, dialect, mode, device=self.device, launch=self.options.launch)
+        return compile_cuda(
+            kernel,
+            dialect,
+            mode,
+            device=self.device,
+            launch=self.options.launch,
+            disk_cache=self.config.compilation.cache,
+        )
 
     def execute(
         self,

@@ -163,7 +163,8 @@ def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache:
     except cl.Error as e:
         if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
             raise CompileError(
-                f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source, options=BUILD_OPTIONS,
+                f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
+                options=BUILD_OPTIONS,
             ) from e
         log = str(program.get_build_info(ctx.device, cl.program_build_info.LOG))
         raise _compile_error(ctx, kernel, dialect, source, log or str(e)) from e

@@ -131,20 +131,20 @@ class OpenCLServer(ComputeServer):
         prog: OpenCLProgram = compiled.program
         kernel = prog.kernel
         dynamic = count.handle
-        with self.multistream.resolve(stream_id, buffers if dynamic is None else (*buffers, dynamic)) as res:
-            queue = res.stream
-            lx, ly, lz = prog.local
-            if dynamic is None:
-                size = (count.x * lx, count.y * ly, count.z * lz)
-            else:
-                cx, cy, cz = self._dynamic_count(queue, dynamic)
-                if cx == 0 or cy == 0 or cz == 0:
-                    return
-                size = (cx * lx, cy * ly, cz * lz)
-            if buffers:
-                last = prog.last_buffers
-                bind = self._bind
-                try:
+        try:
+            with self.multistream.resolve(stream_id, buffers if dynamic is None else (*buffers, dynamic)) as res:
+                queue = res.stream
+                lx, ly, lz = prog.local
+                if dynamic is None:
+                    size = (count.x * lx, count.y * ly, count.z * lz)
+                else:
+                    cx, cy, cz = self._dynamic_count(queue, dynamic)
+                    if cx == 0 or cy == 0 or cz == 0:
+                        return
+                    size = (cx * lx, cy * ly, cz * lz)
+                if buffers:
+                    last = prog.last_buffers
+                    bind = self._bind
                     for i, h in enumerate(buffers):
                         region = h._memory.storage  # type: ignore[union-attr]
                         start = h.start
@@ -152,19 +152,20 @@ class OpenCLServer(ComputeServer):
                         if mem is not last[i]:
                             last[i] = mem
                             kernel._set_arg_multi((prog.buffer_slots[i], mem))
-                except AttributeError:
-                    for h in buffers:
-                        self.check_handle(h)  # raises ValidationError saying which handle is unusable
-                    raise
-            if scalars:
-                args = prog.scalar_args
-                args[1::2] = scalars
-                kernel._set_arg_buf_multi(tuple(args))
-            try:
-                self._enqueue(queue, kernel, size, prog.local)
-            except self._cl.Error as e:
-                prog.forget_bindings()
-                raise self._launch_error(prog, size, e) from e
+                if scalars:
+                    args = prog.scalar_args
+                    args[1::2] = scalars
+                    kernel._set_arg_buf_multi(tuple(args))
+                try:
+                    self._enqueue(queue, kernel, size, prog.local)
+                except self._cl.Error as e:
+                    prog.forget_bindings()
+                    raise self._launch_error(prog, size, e) from e
+        except AttributeError:
+            # Only unchecked launches get here with something that is not a live handle: say which.
+            for h in (*buffers, dynamic) if dynamic is not None else buffers:
+                self.check_handle(h)
+            raise
 
     def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
         from cubeplug.backends.opencl.storage import _code_name

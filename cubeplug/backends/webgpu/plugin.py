@@ -2,9 +2,11 @@
 
 Adapters are enumerated once per process and filtered by ``[backends.webgpu]``: ``power_preference``
 (``high-performance`` / ``low-power``), ``backend_type`` (``vulkan`` / ``metal`` / ``d3d12`` / ``gl``)
-and ``adapter`` (a case-insensitive part of the adapter's name). ``webgpu:N`` is the N-th adapter
-left, native APIs before GL and the preferred adapter type first. The device is requested with
-the limits cubeplug uses at the adapter's values and with the features it can use.
+and ``adapter`` (a case-insensitive part of the adapter's name); a selector's filter
+(``webgpu:vulkan:0``, ``webgpu:nvidia``) matches the API or any part of the adapter's description.
+``webgpu:N`` is the N-th adapter left, native APIs before GL and the preferred adapter type first.
+The device is requested with the limits cubeplug uses at the adapter's values and with the
+features it can use.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ _OPTIONS = {
     "power_preference": ", ".join(_POWER),
     "backend_type": "vulkan, metal, d3d12, gl",
     "adapter": "any part of an adapter name",
+    "filter": "an API or any part of an adapter's description (the selector's filter)",
 }
 
 
@@ -57,6 +60,7 @@ class AdapterChoice:
     power_preference: str = "high-performance"
     backend_type: str | None = None
     name: str | None = None
+    filter: str | None = None
 
 
 def adapter_choice(config: Config | None) -> AdapterChoice:
@@ -84,8 +88,12 @@ def adapter_choice(config: Config | None) -> AdapterChoice:
             allowed=_OPTIONS["backend_type"],
         )
     name = options.get("adapter")
+    filt = options.get("filter")
     return AdapterChoice(
-        power, _BACKENDS[str(backend).lower()] if backend is not None else None, str(name) if name else None
+        power,
+        _BACKENDS[str(backend).lower()] if backend is not None else None,
+        str(name) if name else None,
+        str(filt) if filt else None,
     )
 
 
@@ -113,9 +121,13 @@ def adapters(choice: AdapterChoice) -> list[Any]:
         info = a.info
         if choice.backend_type is not None and info.get("backend_type") != choice.backend_type:
             continue
-        if choice.name is not None:
-            text = " ".join(str(info.get(k, "")) for k in ("device", "description", "vendor")).lower()
-            if choice.name.lower() not in text:
+        text = " ".join(str(info.get(k, "")) for k in ("device", "description", "vendor")).lower()
+        if choice.name is not None and choice.name.lower() not in text:
+            continue
+        if choice.filter is not None:
+            wanted = choice.filter.lower()
+            api = str(info.get("backend_type", "")).lower()
+            if wanted not in text and wanted != api and _BACKENDS.get(wanted, "").lower() != api:
                 continue
         found.append(a)
 

@@ -452,3 +452,50 @@ def test_transfer_between_cuda_servers(client, make_client) -> None:  # type: ig
     del h
     gc.collect()
     np.testing.assert_array_equal(other.to_numpy(moved, "f32"), expect)
+
+
+# ---------------------------------------------------------------------- launch paths and devices
+@pytest.mark.parametrize("path", ["cupy", "driver"])
+def test_launch_paths_agree(make_client, path) -> None:  # type: ignore[no-untyped-def]
+    from cubeplug import ConfigError
+    from cubeplug.backends.cuda.compiler import driver_available
+
+    client = make_client(launch=path)
+    out, out2 = client.empty(8), client.empty(16)
+    if path == "driver" and not driver_available():
+        with pytest.raises(ConfigError, match="cuda.bindings"):
+            client.launch(MIXED, 1, [out, out2], [2.5, -7, 3])
+        return
+    client.launch(MIXED, 1, [out, out2], [2.5, -7, 3])
+    assert client.to_numpy(out, "f64")[0] == 2.5
+    np.testing.assert_array_equal(client.to_numpy(out2, "i64"), [-7, 3])
+    n = 300
+    x = client.create(np.zeros(n, dtype=np.int32))
+    for _ in range(50):
+        client.launch_unchecked(ADD_ONE, blocks(n, 256), [x.offset_start(16)], [np.uint32(n - 4)])
+    got = client.to_numpy(x, "i32")
+    assert got[:4].sum() == 0 and (got[4:] == 50).all()
+    assert client.server._compiled[ADD_ONE].program.launch_path == path
+
+
+def test_peer_copy_between_two_devices(mode, make_client) -> None:  # type: ignore[no-untyped-def]
+    import cupy
+
+    from cubeplug.backends.cuda.device import device_count
+
+    if mode == "fake":
+        cupy.cuda.runtime.devices = 2
+    elif device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    a, b = make_client(0), make_client(1)
+    assert b.device.index == 1
+    h = a.create(np.arange(4096, dtype=np.float32))
+    a.launch(FILL, 1, [h], [5.0, 16])
+    sid = a.server.stream_id(current_stream_id())
+    with a._lock, b._lock:
+        moved = a.server.transfer_to(h, b.server, sid)
+    expect = np.arange(4096, dtype=np.float32)
+    expect[:16] = 5
+    np.testing.assert_array_equal(b.to_numpy(moved, "f32"), expect)
+    b.launch(FILL, 1, [moved], [1.0, 8])
+    np.testing.assert_array_equal(b.to_numpy(moved, "f32")[:9], [1] * 8 + [5])

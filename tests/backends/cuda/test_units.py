@@ -180,12 +180,12 @@ def test_driver_launcher_packs_every_launch(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_driver_launcher_maps_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cubeplug.backends.cuda.launch import DriverLauncher
+    from cubeplug.backends.cuda.launch import DriverLauncher, DriverLaunchError
 
     _fake_driver(monkeypatch, result=1)
     launcher = DriverLauncher(1, (1, 1, 1), arg_layout(KERNEL))
     stream = types.SimpleNamespace(cu=1, ptr=1)
-    with pytest.raises(LaunchError, match="CUDA_ERROR_INVALID_VALUE"):
+    with pytest.raises(DriverLaunchError, match="CUDA_ERROR_INVALID_VALUE"):
         launcher(stream, (1, 1, 1), [0, 0], [np.float64(0), np.int8(0), np.float16(0)])
 
 
@@ -410,6 +410,10 @@ def test_bench_runs_end_to_end_on_the_fake(monkeypatch: pytest.MonkeyPatch, tmp_
     for step in ("launch", "alloc", "upload", "copy", "streams"):
         assert "error" not in report["results"][step], report["results"][step]
     assert set(report["goals"]) == {
-        "launch_ratio<=1.15", "alloc_ratio<=1.5", "upload_pinned>=0.9", "copy_fraction>=0.9", "streams_speedup>=2"
+        "launch_ratio<=1.15",
+        "alloc_ratio<=1.5",
+        "upload_pinned>=0.9",
+        "copy_fraction>=0.9",
+        "streams_speedup>=2",
     }
     assert report["environment"]["device"] == "Fake GPU"

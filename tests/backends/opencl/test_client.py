@@ -426,3 +426,28 @@ def test_bad_inputs_keep_other_handles_intact(client) -> None:  # type: ignore[n
     assert got.shape == (64,)
     client.launch(ADD_ONE, 1, [good], [64])
     assert client.to_numpy(good, "i32")[0] == got[0] + 1
+
+
+def test_unchecked_launch_with_unusable_handles(client) -> None:  # type: ignore[no-untyped-def]
+    good = client.create(np.zeros(64, np.int32))
+    dropped = client.create(np.zeros(64, np.int32))
+    dropped.drop()
+    with pytest.raises(ValidationError, match="dropped"):
+        client.launch_unchecked(ADD_ONE, 1, [dropped], [64])
+    with pytest.raises(ValidationError, match="Handle"):
+        client.launch_unchecked(ADD_ONE, 1, [object()], [64])
+    client.launch_unchecked(ADD_ONE, 1, [good], [64])
+    assert client.to_numpy(good, "i32").sum() == 64
+
+
+def test_launch_errors_name_the_limit(client) -> None:  # type: ignore[no-untyped-def]
+    import pyopencl as cl
+
+    client.launch(ADD_ONE, 1, [client.empty(256)], [64])
+    prog = client.server._checked_kernels[ADD_ONE].program
+
+    class FakeError(Exception):
+        code = cl.status_code.INVALID_WORK_GROUP_SIZE
+
+    err = client.server._launch_error(prog, (64, 1, 1), FakeError("bad group"))
+    assert "INVALID_WORK_GROUP_SIZE" in str(err) and f"at most {prog.max_group_size}" in str(err)

@@ -51,6 +51,13 @@ def test_probe_and_adapter_selection() -> None:
     with pytest.raises(BackendUnavailableError, match="does not exist"):
         plugin.select_adapter(0, make_config(webgpu={"adapter": "no such adapter anywhere"}))
     first = plugin.select_adapter(0, make_config())
+    api = first.info["backend_type"].lower()
+    assert (
+        plugin.select_adapter(0, make_config(webgpu={"filter": api})).info["backend_type"]
+        == first.info["backend_type"]
+    )
+    with pytest.raises(BackendUnavailableError):
+        plugin.select_adapter(0, make_config(webgpu={"filter": "no-such-gpu"}))
     name = first.info["device"].split()[0]
     assert plugin.select_adapter(0, make_config(webgpu={"adapter": name.upper()})) is not None
     props = plugin.cubeplug_memory_properties(backend="webgpu", device=0)
@@ -75,3 +82,23 @@ def test_gl_adapter_where_present() -> None:
         assert c.to_numpy(x, "i32").sum() == 3 * 256
     finally:
         c.close()
+
+
+@requires_webgpu
+def test_through_the_registry_with_a_selector() -> None:
+    import cubeplug
+    from cubeplug.core import selection
+
+    first = plugin.select_adapter(0, make_config())
+    api = str(first.info["backend_type"]).lower()
+    selection.reset()
+    try:
+        cubeplug.register_backend(plugin)
+        c = cubeplug.client(f"webgpu:{api}:0")
+        assert c.backend == "webgpu" and c.properties["backend_type"] == first.info["backend_type"]
+        h = c.create(b"registry")
+        assert bytes(c.read_one(h)) == b"registry"
+        with pytest.raises(BackendUnavailableError, match="does not exist"):
+            cubeplug.client("webgpu:no-such-adapter:0")
+    finally:
+        selection.reset()
