@@ -120,14 +120,23 @@ def make_client(cfg_launch: str | None = None) -> Any:
 
 # ---------------------------------------------------------------------------- 1. launches
 def bench_launch(cp: Any, client: Any, n: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"launches": n}
+    out: dict[str, Any] = {"launches": n, "launch_path": client.properties["launch_path"]}
     elems = 1 << 20
-    for label, grid, count in (("1M floats", (elems // 256,), elems), ("one cube", (1,), 256)):
-        out[label] = launch_row(cp, client, n, elems, grid, count)
+    other = make_client("cupy")  # the same launches through CuPy's Function call, for comparison
+    try:
+        for label, grid, count in (("1M floats", (elems // 256,), elems), ("one cube", (1,), 256)):
+            out[label] = launch_row(cp, client, n, elems, grid, count)
+            out[label]["cubeplug_launch_cupy_path_us"] = round(
+                launch_row(cp, other, n, elems, grid, count, only_checked=True), 3
+            )
+    finally:
+        other.close()
     return out
 
 
-def launch_row(cp: Any, client: Any, n: int, elems: int, grid: tuple[int], count: int) -> dict[str, Any]:
+def launch_row(
+    cp: Any, client: Any, n: int, elems: int, grid: tuple[int], count: int, only_checked: bool = False
+) -> Any:
     from cubeplug.core.kernel import ExecutionMode
     from cubeplug.core.stream import current_stream_id
 
@@ -164,6 +173,8 @@ def launch_row(cp: Any, client: Any, n: int, elems: int, grid: tuple[int], count
             unchecked(SCALE, cc, [h], [s32, n32])
         sync()
 
+    if only_checked:
+        return per_call_us(ours_checked, n)
     server = client.server
     sid = server.stream_id(current_stream_id())
     server.launch(SCALE, cc, [h], [s32, n32], ExecutionMode.UNCHECKED, sid)
@@ -339,14 +350,14 @@ def bench_streams(cp: Any, client: Any, kernels: int, target_us: float = 40.0) -
         barrier = threading.Barrier(threads + 1)
 
         def work(i: int) -> None:
-            barrier.wait()
+            barrier.wait(timeout=120)
             for _ in range(kernels // threads):
                 client.launch(SPIN, cubes, [outs[i]], [iters])
 
         ts = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for t in ts:
             t.start()
-        barrier.wait()
+        barrier.wait(timeout=120)
         t0 = time.perf_counter()
         for t in ts:
             t.join()
@@ -370,7 +381,7 @@ def bench_streams(cp: Any, client: Any, kernels: int, target_us: float = 40.0) -
         barrier = threading.Barrier(threads + 1)
 
         def work(i: int) -> None:
-            barrier.wait()
+            barrier.wait(timeout=120)
             with streams[i]:
                 for _ in range(kernels // threads):
                     rk((cubes,), (cube,), (bufs[i], it32))
@@ -378,7 +389,7 @@ def bench_streams(cp: Any, client: Any, kernels: int, target_us: float = 40.0) -
         ts = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for t in ts:
             t.start()
-        barrier.wait()
+        barrier.wait(timeout=120)
         t0 = time.perf_counter()
         for t in ts:
             t.join()

@@ -103,8 +103,7 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
     queue = server.multistream.streams.get(sid).stream
     program = server._checked_kernels[TINY].program.kernel.program
     raw = cl.Kernel(program, "tiny")
-    region = x.memory().storage
-    mem = server.cl_storage.bind(region.id, region.offset + x.start, x.size)
+    mem = server.bound_buffer(x)
     raw.set_args(mem, np.float32(1.0), np.uint32(64))
     idiomatic = cl.Kernel(program, "tiny")
     idiomatic.set_scalar_arg_dtypes([None, np.float32, np.uint32])
@@ -192,9 +191,7 @@ def bench_bandwidth(client: ComputeClient, nbytes: int, iters: int) -> dict[str,
     dst = client.empty(nbytes)
     sid = server.stream_id(cubeplug.core.stream.current_stream_id())
     queue = server.multistream.streams.get(sid).stream
-    s_reg, d_reg = src.memory().storage, dst.memory().storage
-    s_mem = server.cl_storage.bind(s_reg.id, s_reg.offset + src.start, src.size)
-    d_mem = server.cl_storage.bind(d_reg.id, d_reg.offset + dst.start, dst.size)
+    s_mem, d_mem = server.bound_buffer(src), server.bound_buffer(dst)
     groups = (n4 + 255) // 256
 
     def kernel_pass() -> None:

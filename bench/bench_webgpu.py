@@ -367,6 +367,7 @@ def main() -> None:
     }
     report = {
         "bench": "bench_webgpu",
+        "command": " ".join(["python", "bench/bench_webgpu.py", *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": props["name"],
         "adapter_type": props["adapter_type"],

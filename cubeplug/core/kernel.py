@@ -37,6 +37,8 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "bool": np.dtype(np.bool_),
 }
 _NAMES_BY_DTYPE = {dt: name for name, dt in DTYPES.items()}
+_INT_BOUNDS = {dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in DTYPES.values() if dt.kind in "iu"}
+_FLOAT_MAX = {dt: float(np.finfo(dt).max) for dt in DTYPES.values() if dt.kind == "f"}
 
 Access = Literal["read", "write", "read_write"]
 _ACCESS = ("read", "write", "read_write")
@@ -267,27 +269,33 @@ def _callable_key(fn: Callable[..., Any]) -> str:
 def to_scalar(param: Scalar, value: Any, kernel: str = "?") -> Any:
     """Convert ``value`` to the numpy scalar of ``param``'s dtype, or raise ValidationError."""
     dt = DTYPES[param.dtype]
-    where = f"kernel {kernel!r} scalar {param.name!r} ({param.dtype})"
+    if type(value) is int:  # the common case first, without building the error text
+        bounds = _INT_BOUNDS.get(dt)
+        if bounds is not None and bounds[0] <= value <= bounds[1]:
+            return dt.type(value)
+    elif type(value) is float:
+        fmax = _FLOAT_MAX.get(dt)
+        if fmax is not None and -fmax <= value <= fmax:
+            return dt.type(value)
     if isinstance(value, np.generic) and value.dtype == dt:
         return value
+    where = f"kernel {kernel!r} scalar {param.name!r} ({param.dtype})"
     if dt.kind in "iu":
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
             raise ValidationError(f"{where}: {value!r} is not an integer")
-        try:
-            iv = int(value)
-        except (TypeError, ValueError) as e:
-            raise ValidationError(f"{where}: {value!r} is not a number") from e
-        info = np.iinfo(dt)
-        if not info.min <= iv <= info.max:
-            raise ValidationError(f"{where}: {iv} does not fit in {info.min}..{info.max}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValidationError(f"{where}: {value!r} is not a number")
+        iv = int(value)
+        lo, hi = _INT_BOUNDS[dt]
+        if not lo <= iv <= hi:
+            raise ValidationError(f"{where}: {iv} does not fit in {lo}..{hi}")
         return dt.type(iv)
     if dt.kind == "f":
-        try:
-            fv = float(value)
-        except (TypeError, ValueError) as e:
-            raise ValidationError(f"{where}: {value!r} is not a number") from e
-        if np.isfinite(fv) and abs(fv) > float(np.finfo(dt).max):
-            raise ValidationError(f"{where}: {fv} overflows {param.dtype} (max {np.finfo(dt).max})")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValidationError(f"{where}: {value!r} is not a number")
+        fv = float(value)
+        if np.isfinite(fv) and abs(fv) > _FLOAT_MAX[dt]:
+            raise ValidationError(f"{where}: {fv} overflows {param.dtype} (max {_FLOAT_MAX[dt]})")
         return dt.type(fv)
     if dt.kind == "b":
         if not isinstance(value, (bool, np.bool_, int, np.integer)) or int(value) not in (0, 1):

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cubeplug.backends.cuda.device import on_device
-from cubeplug.backends.cuda.launch import ArgLayout, CupyLauncher, DriverLauncher, arg_layout
+from cubeplug.backends.cuda.launch import (
+    ArgLayout,
+    CupyLauncher,
+    DriverLauncher,
+    arg_layout,
+    driver_available,
+)
 from cubeplug.core.cdialect import defines_block, full_source
 from cubeplug.core.errors import CompileError, ConfigError
 from cubeplug.core.kernel import ExecutionMode, Kernel
@@ -153,15 +159,6 @@ def _cupy_disk_cache(enabled: bool) -> Iterator[None]:
             os.environ["CUPY_CACHE_IN_MEMORY"] = previous
 
 
-def driver_available() -> bool:
-    """True when ``cuda.bindings.driver`` (cuda-python) imports."""
-    try:
-        from cuda.bindings import driver  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 def make_launcher(function: Any, block: tuple[int, int, int], layout: ArgLayout, launch: str) -> Any:
     """The launcher for a loaded function on the requested path."""
     if launch == "cupy" or (launch == "auto" and not driver_available()):
@@ -171,7 +168,8 @@ def make_launcher(function: Any, block: tuple[int, int, int], layout: ArgLayout,
     except ImportError as e:
         if launch == "driver":
             raise ConfigError(
-                "[backends.cuda] launch = 'driver' needs cuda-python (cuda.bindings), which does not import",
+                "[backends.cuda] launch = 'driver' needs cupy.cuda.driver.launchKernel or cuda-python "
+                "(cuda.bindings); neither imports",
                 key="launch",
                 allowed="auto, cupy",
             ) from e

@@ -97,16 +97,25 @@ class CupyLauncher:
 
 
 class DriverLauncher:
-    """Launches through ``cuda.bindings.driver.cuLaunchKernel`` with a reused parameter block."""
+    """Launches with ``cuLaunchKernel`` on a parameter block packed in place (no per-argument objects).
+
+    The call goes through CuPy's own Cython binding (``cupy.cuda.driver.launchKernel``: plain
+    integers, GIL released) or, where a CuPy lacks it, through cuda-python's
+    ``cuda.bindings.driver.cuLaunchKernel``.
+    """
 
     path = "driver"
 
     def __init__(self, function_ptr: int, block: tuple[int, int, int], layout: ArgLayout) -> None:
-        from cuda.bindings import driver
+        self._f = int(function_ptr)
+        self._cupy_launch = cupy_launch_kernel()
+        self._cuda_python: Any = None
+        if self._cupy_launch is None:
+            from cuda.bindings import driver
 
-        self._driver = driver
-        self._launch = driver.cuLaunchKernel
-        self._function = driver.CUfunction(function_ptr)
+            self._cuda_python = driver
+            self._function = driver.CUfunction(self._f)
+            self._cu_streams: dict[int, Any] = {}
         self._block = block
         self._layout = layout
         n = max(1, layout.nargs)
@@ -116,9 +125,10 @@ class DriverLauncher:
         self._params = ctypes.addressof(self._slots) if layout.nargs else 0
         self._lock = threading.Lock()
 
-    def stream_handle(self, ptr: int) -> Any:
-        """The driver's handle for a stream pointer (cache it per stream)."""
-        return self._driver.CUstream(ptr)
+    @property
+    def binding(self) -> str:
+        """Which binding calls the driver: "cupy" or "cuda-python"."""
+        return "cupy" if self._cupy_launch is not None else "cuda-python"
 
     def __call__(
         self, stream: Any, grid: tuple[int, int, int], pointers: list[int], scalars: Sequence[Any]
@@ -126,14 +136,55 @@ class DriverLauncher:
         """Pack the values into the parameter block and queue one launch on ``stream``."""
         values = arrange(self._layout, pointers, scalars)
         bx, by, bz = self._block
+        launch = self._cupy_launch
         with self._lock:
             self._layout.packer.pack_into(self._block_mem, 0, *values)
-            err = self._launch(
-                self._function, grid[0], grid[1], grid[2], bx, by, bz, 0, stream.cu, self._params, 0
+            if launch is not None:  # raises CUDADriverError, which the server maps
+                launch(self._f, grid[0], grid[1], grid[2], bx, by, bz, 0, stream.ptr, self._params, 0)
+                return
+            err = self._cuda_python.cuLaunchKernel(
+                self._function,
+                grid[0],
+                grid[1],
+                grid[2],
+                bx,
+                by,
+                bz,
+                0,
+                self._cu_stream(stream.ptr),
+                self._params,
+                0,
             )[0]
         if err:
             # A plain error: the server maps it (and names the grid limits when they are the cause).
-            raise DriverLaunchError(f"cuLaunchKernel failed: {driver_error(self._driver, err)}", int(err))
+            message = driver_error(self._cuda_python, err)
+            raise DriverLaunchError(f"cuLaunchKernel failed: {message}", int(err))
+
+    def _cu_stream(self, ptr: int) -> Any:
+        cu = self._cu_streams.get(ptr)
+        if cu is None:
+            cu = self._cu_streams[ptr] = self._cuda_python.CUstream(ptr)
+        return cu
+
+
+def cupy_launch_kernel() -> Callable[..., None] | None:
+    """CuPy's ``cuLaunchKernel`` binding taking plain integers, or None where it is missing."""
+    try:
+        from cupy.cuda import driver
+    except Exception:
+        return None
+    return getattr(driver, "launchKernel", None)
+
+
+def driver_available() -> bool:
+    """True when a packed-block ``cuLaunchKernel`` binding imports (CuPy's or cuda-python's)."""
+    if cupy_launch_kernel() is not None:
+        return True
+    try:
+        from cuda.bindings import driver  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 class DriverLaunchError(RuntimeError):

@@ -7,9 +7,10 @@ key                       meaning                                               
                           a share of device memory such as ``"25%"``
 ``pitch_alignment``       largest row alignment of pitched tensors (a power of two, 16 to  ``512``
                           4096); ``0`` turns pitching off (tensors stay contiguous)
-``launch``                kernel launch path: ``"auto"`` (driver API through              ``"auto"``
-                          ``cuda.bindings`` where it imports, else CuPy), ``"driver"``,
-                          ``"cupy"``
+``launch``                kernel launch path: ``"driver"`` (``cuLaunchKernel`` on a       ``"auto"``
+                          parameter block packed in place, through CuPy's binding or
+                          cuda-python's), ``"cupy"`` (CuPy's ``Function`` call, as
+                          RawKernel), ``"auto"`` (driver where available)
 ``pinned_pool_bytes``     pinned host memory the staging pool keeps for reuse              ``"256MiB"``
 ``staging_max_bytes``     largest transfer staged through pinned memory; larger ones use  ``"64MiB"``
                           the driver's own path for pageable memory

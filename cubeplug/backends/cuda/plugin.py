@@ -93,7 +93,7 @@ def cubeplug_diagnostics(backend: str) -> dict[str, Any]:
     try:
         import cupy
 
-        from cubeplug.backends.cuda.compiler import driver_available
+        from cubeplug.backends.cuda.launch import driver_available
 
         out["cuda.cupy"] = cupy.__version__
         out["cuda.devices"] = ", ".join(f"cuda:{i} {name}" for i, name in enumerate(result.devices))

@@ -63,7 +63,9 @@ class PinnedPool:
         self._alloc = host_alloc
         self._free_fn = host_free
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()
+        # Re-entrant: a PinnedBuffer collected by the garbage collector inside a locked section gives
+        # its block back from the same thread.
+        self._lock = threading.RLock()
         self._idle: dict[int, deque[tuple[PinnedBlock, Event | None]]] = {}
         self._blocks: dict[int, PinnedBlock] = {}
         self._starts: list[int] = []

@@ -24,16 +24,14 @@ STICKY_ERRORS = frozenset({214, 700, 702, 714, 715, 716, 717, 718, 719, 999})
 
 
 class CudaStream:
-    """A CUDA stream: CuPy's object (keeps the handle alive), its pointer and the driver's handle."""
+    """A CUDA stream: CuPy's object (keeps the handle alive), its pointer and its device."""
 
-    __slots__ = ("cu", "cupy", "device", "ptr")
+    __slots__ = ("cupy", "device", "ptr")
 
-    def __init__(self, stream: Any, device: int, cu: Any = None) -> None:
+    def __init__(self, stream: Any, device: int) -> None:
         self.cupy = stream
         self.ptr: int = stream.ptr
         self.device = device
-        #: ``cuda.bindings.driver.CUstream`` for the driver launch path (None without it).
-        self.cu = cu
 
     def __repr__(self) -> str:
         return f"<CudaStream 0x{self.ptr:x} cuda:{self.device}>"
@@ -64,19 +62,11 @@ class CudaStreams(EventStreamBackend[CudaStream, Any]):
         self._wait = runtime.streamWaitEvent
         self._record = runtime.eventRecord
         self._error = runtime.CUDARuntimeError
-        try:
-            from cuda.bindings import driver
-
-            self._cu_stream: Callable[[int], Any] | None = driver.CUstream
-        except Exception:
-            self._cu_stream = None
 
     def create_stream(self) -> CudaStream:
         """A new non-blocking CUDA stream on the device."""
         self._guard()
-        stream = self._stream_cls(non_blocking=True)
-        cu = self._cu_stream(stream.ptr) if self._cu_stream is not None else None
-        return CudaStream(stream, self.device, cu)
+        return CudaStream(self._stream_cls(non_blocking=True), self.device)
 
     def event(self, timing: bool = False) -> Any:
         """A fresh CUDA event (timing disabled unless asked for)."""

@@ -2,7 +2,9 @@
 
 ``c`` sources get the OpenCL prelude of :mod:`cubeplug.core.cdialect` and the kernel's defines;
 ``opencl`` sources get the defines only. Built programs are cached per device in memory (shared by
-every client of the device) and on disk through PyOpenCL's binary cache (``[compilation] cache``).
+every client of the device) and on disk: by the driver's own source cache where it has one (PoCL,
+NVIDIA), else by PyOpenCL's binary cache. ``[compilation] cache = false`` turns off the memory cache
+and PyOpenCL's; a driver's own cache is the driver's (e.g. ``POCL_KERNEL_CACHE=0``).
 A failed build raises :class:`CompileError` with the build log, the options and the numbered source.
 After the build the kernel's signature is checked against the declared params (count, address
 space, element type where the type is a known OpenCL type), with ``-cl-kernel-arg-info``.
@@ -83,6 +85,10 @@ class OpenCLProgram:
     #: ``[slot, value, slot, value, ...]`` for the scalars: values are filled in on each launch.
     scalar_args: list[Any] = field(default_factory=list)
     build_seconds: float = 0.0
+    #: ``set_buffers((slot, buffer, ...))`` and ``set_scalars((slot, numpy scalar, ...))``: PyOpenCL's
+    #: multi-argument setters where it has them (much cheaper than ``set_arg``), else a loop.
+    set_buffers: Any = None
+    set_scalars: Any = None
 
     def forget_bindings(self) -> None:
         """Forget the buffers bound last (they are bound again on the next launch)."""
@@ -235,7 +241,19 @@ def compile_kernel(
         last_buffers=[None] * len(buffer_slots),
         scalar_args=[x for slot in scalar_slots for x in (slot, None)],
         build_seconds=time.perf_counter() - start,
+        set_buffers=getattr(clk, "_set_arg_multi", None) or _pairwise(clk.set_arg),
+        set_scalars=getattr(clk, "_set_arg_buf_multi", None) or _pairwise(clk.set_arg),
     )
+
+
+def _pairwise(set_arg: Any) -> Any:
+    """A ``(slot, value, slot, value, ...)`` setter over ``kernel.set_arg`` (older PyOpenCL)."""
+
+    def set_args(pairs: tuple[Any, ...]) -> None:
+        for i in range(0, len(pairs), 2):
+            set_arg(pairs[i], pairs[i + 1])
+
+    return set_args
 
 
 def _check_signature(clk: Any, kernel: Kernel, source: str) -> None:

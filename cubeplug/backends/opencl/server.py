@@ -5,10 +5,19 @@ stream may still be writing, :meth:`MultiStream.resolve` makes the queue wait on
 marker. Memory is per stream (stream-ordered reuse). Uploads are snapshotted into pinned staging
 chunks and copied without blocking; reads copy into fresh host buffers and complete a future from
 the waiter thread. Host buffers and staging chunks stay alive until their copy completed.
+
+Launch hot path: the ``cl.Kernel`` is built once per compiled kernel; a buffer argument is set only
+when the bound ``cl.Buffer`` (page or cached sub-buffer) differs from the previous launch's, and the
+scalars go through PyOpenCL's multi-argument setter. OpenCL has no indirect dispatch, so a
+``CubeCount.dynamic`` is read on the host after the stream's earlier work (a blocking read).
+Timing uses profiling timestamps of tiny fills when the queues profile (``device_timing``).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -26,6 +35,17 @@ from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.stream import MultiStream
+
+#: Servers still open: closed at interpreter exit, so that no helper thread is inside a PyOpenCL call
+#: (a C++ frame) when Python finalises, which aborts the process ("terminate called...").
+_open_servers: weakref.WeakSet[OpenCLServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_servers() -> None:
+    for server in list(_open_servers):
+        with contextlib.suppress(Exception):
+            server.close()
 
 
 def capabilities(ctx: DeviceContext, storage: OpenCLStorage, profiling: bool) -> Capabilities:
@@ -99,18 +119,18 @@ class OpenCLServer(ComputeServer):
         self._pages = storage._pages
         self._enqueue = cl.enqueue_nd_range_kernel
         self._copy = cl.enqueue_copy
-        self._marker = cl.enqueue_marker
         self._cl = cl
         self._closed = False
         self._scratch: Any = None
+        _open_servers.add(self)
 
     # ------------------------------------------------------------------ streams
     def cursor(self, stream_id: int) -> int:
         """The MultiStream cursor of a stream."""
         return self.multistream.streams.get(stream_id).cursor
 
-    def _mem(self, handle: Handle) -> Any:
-        """The ``cl.Buffer`` bound for a handle: its page or a sub-buffer at the handle's offset."""
+    def bound_buffer(self, handle: Handle) -> Any:
+        """The ``cl.Buffer`` a launch binds for a handle: its page or a sub-buffer at the handle's offset."""
         region = handle.memory().storage
         return self._bind(region.id, region.offset + handle.start, handle.size)
 
@@ -131,8 +151,9 @@ class OpenCLServer(ComputeServer):
         prog: OpenCLProgram = compiled.program
         kernel = prog.kernel
         dynamic = count.handle
+        bindings = buffers if dynamic is None else (*buffers, dynamic)
         try:
-            with self.multistream.resolve(stream_id, buffers if dynamic is None else (*buffers, dynamic)) as res:
+            with self.multistream.resolve(stream_id, bindings) as res:
                 queue = res.stream
                 lx, ly, lz = prog.local
                 if dynamic is None:
@@ -151,11 +172,11 @@ class OpenCLServer(ComputeServer):
                         mem = bind(region.id, region.offset + start, h.nbytes - start - h.end)
                         if mem is not last[i]:
                             last[i] = mem
-                            kernel._set_arg_multi((prog.buffer_slots[i], mem))
+                            prog.set_buffers((prog.buffer_slots[i], mem))
                 if scalars:
                     args = prog.scalar_args
                     args[1::2] = scalars
-                    kernel._set_arg_buf_multi(tuple(args))
+                    prog.set_scalars(tuple(args))
                 try:
                     self._enqueue(queue, kernel, size, prog.local)
                 except self._cl.Error as e:
@@ -163,7 +184,7 @@ class OpenCLServer(ComputeServer):
                     raise self._launch_error(prog, size, e) from e
         except AttributeError:
             # Only unchecked launches get here with something that is not a live handle: say which.
-            for h in (*buffers, dynamic) if dynamic is not None else buffers:
+            for h in bindings:
                 self.check_handle(h)
             raise
 
@@ -335,9 +356,12 @@ class OpenCLServer(ComputeServer):
         if self._closed:
             return
         self._closed = True
+        _open_servers.discard(self)
         try:
             self.multistream.sync_all()
         finally:
             self.waiter.close()
             self.multistream.gc.close()
             self.staging.clear()
+            for compiled in list(self._compiled.values()) + list(self._checked_kernels.values()):
+                compiled.program.forget_bindings()

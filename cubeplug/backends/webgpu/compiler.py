@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cubeplug.core.errors import CompileError
-from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel
+from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel, Scalar
 
 DIALECTS = ("wgsl",)
 
@@ -314,3 +314,40 @@ class WgslCompiler:
         except wgpu.GPUError as e:
             raise compile_error(kernel, run_header, source, e) from e
         return WgslProgram(pipeline, layout, scalars, code, run_header.count("\n"))
+
+
+# The backend's own byte-copy kernel: copies and writes at any byte offset and size, and copies
+# within one page (copy_buffer_to_buffer needs 4-byte alignment and two different buffers).
+_COPY_WGSL = """
+@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)
+fn copy_bytes(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * CUBE_DIM_X;
+    let lo = scalars.dst_shift;
+    let hi = scalars.dst_shift + scalars.nbytes;
+    for (var w = gid.x; w < scalars.words; w += stride) {
+        var word = dst[w];
+        for (var b = 0u; b < 4u; b++) {
+            let p = w * 4u + b;
+            if (p >= lo && p < hi) {
+                let q = p - lo + scalars.src_shift;
+                let byte = (src[q / 4u] >> ((q % 4u) * 8u)) & 0xFFu;
+                word = (word & ~(0xFFu << (b * 8u))) | (byte << (b * 8u));
+            }
+        }
+        dst[w] = word;
+    }
+}
+"""
+COPY_KERNEL = Kernel(
+    "copy_bytes",
+    [
+        Buffer("src", "u32", "read"),
+        Buffer("dst", "u32", "read_write"),
+        Scalar("src_shift", "u32"),
+        Scalar("dst_shift", "u32"),
+        Scalar("nbytes", "u32"),
+        Scalar("words", "u32"),
+    ],
+    {"wgsl": _COPY_WGSL},
+    cube_dim=(256, 1, 1),
+)

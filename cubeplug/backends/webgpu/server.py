@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from cubeplug.backends.webgpu.compiler import DIALECTS, WgslCompiler, WgslProgram
+from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram
 from cubeplug.backends.webgpu.storage import WgpuStorage
 from cubeplug.backends.webgpu.stream import (
     COPY,
@@ -30,7 +30,7 @@ from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import Buffer, CubeCount, ExecutionMode, Kernel, Scalar
+from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
 from cubeplug.core.scheduler import Scheduler
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.storage import MemoryProperties
@@ -39,40 +39,6 @@ from cubeplug.core.storage import MemoryProperties
 BIND_GROUP_CACHE = 4096
 #: Tasks a virtual stream queues before it is submitted without an explicit flush.
 MAX_TASKS = 128
-
-_COPY_WGSL = """
-@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)
-fn copy_bytes(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let stride = groups.x * CUBE_DIM_X;
-    let lo = scalars.dst_shift;
-    let hi = scalars.dst_shift + scalars.nbytes;
-    for (var w = gid.x; w < scalars.words; w += stride) {
-        var word = dst[w];
-        for (var b = 0u; b < 4u; b++) {
-            let p = w * 4u + b;
-            if (p >= lo && p < hi) {
-                let q = p - lo + scalars.src_shift;
-                let byte = (src[q / 4u] >> ((q % 4u) * 8u)) & 0xFFu;
-                word = (word & ~(0xFFu << (b * 8u))) | (byte << (b * 8u));
-            }
-        }
-        dst[w] = word;
-    }
-}
-"""
-COPY_KERNEL = Kernel(
-    "copy_bytes",
-    [
-        Buffer("src", "u32", "read"),
-        Buffer("dst", "u32", "read_write"),
-        Scalar("src_shift", "u32"),
-        Scalar("dst_shift", "u32"),
-        Scalar("nbytes", "u32"),
-        Scalar("words", "u32"),
-    ],
-    {"wgsl": _COPY_WGSL},
-    cube_dim=(256, 1, 1),
-)
 
 
 def _up4(n: int) -> int:
@@ -338,6 +304,8 @@ class WgpuServer(ComputeServer):
     def _write(self, stream_id: int, handle: Handle, data: memoryview, direct: bool) -> None:
         buffer, offset, st = self._region(handle)
         n = data.nbytes
+        if n == 0:
+            return
         if offset % 4 == 0 and self._padding_free(handle, st, n):
             if n % 4:
                 data = memoryview(bytes(data) + bytes(-n % 4))

@@ -91,6 +91,11 @@ class ReadFuture(Future[list[bytes]]):
         """The staging buffer's map promise, once its copy was submitted."""
         self._promise = promise
 
+    @property
+    def attached(self) -> bool:
+        """True once the copy into the staging buffer was submitted and its mapping requested."""
+        return self._promise is not None
+
     def fail(self, error: BaseException) -> None:
         """Fail the read (its batch could not be submitted) and give its staging buffer back."""
         with self._done_lock:
@@ -219,7 +224,8 @@ class WgpuQueue:
             error.__cause__ = e
             self.errors.append(error)
             for task in batch:
-                if task[0] in (READ, TIMESTAMP):
+                # Reads of segments submitted before the failure complete normally.
+                if task[0] in (READ, TIMESTAMP) and not task[2].attached:
                     task[2].fail(error)
 
     def _encode(self, batch: list[tuple[Any, ...]]) -> None:

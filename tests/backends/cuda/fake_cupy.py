@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import re
+import struct
 import sys
 import time
 import types
@@ -290,10 +292,11 @@ KERNELS: dict[str, Callable[..., None]] = {}
 class Function:
     """cupy.cuda.function.Function."""
 
-    def __init__(self, name: str, block: Any = None) -> None:
+    def __init__(self, name: str, code: str = "") -> None:
         self.name = name
         self.ptr = next(_ids)
         self.launches = 0
+        FUNCTIONS[self.ptr] = (name, _signature(name, code))
 
     def __call__(
         self,
@@ -316,8 +319,96 @@ class Function:
 
 
 class RawKernel:
-    def __init__(self, name: str) -> None:
-        self.kernel = Function(name)
+    def __init__(self, name: str, code: str = "") -> None:
+        self.kernel = Function(name, code)
+
+
+#: Loaded functions by handle: (entry name, struct code of each parameter).
+FUNCTIONS: dict[int, tuple[str, list[str]]] = {}
+_C_CODES = {
+    "float": "f",
+    "f32": "f",
+    "double": "d",
+    "f64": "d",
+    "half": "e",
+    "f16": "e",
+    "__half": "e",
+    "int": "i",
+    "i32": "i",
+    "unsigned int": "I",
+    "u32": "I",
+    "long long": "q",
+    "i64": "q",
+    "unsigned long long": "Q",
+    "u64": "Q",
+    "bool": "?",
+    "u8": "B",
+    "i8": "b",
+    "i16": "h",
+    "u16": "H",
+}
+
+
+def _signature(name: str, code: str) -> list[str]:
+    """The struct code of each parameter of ``name`` in a C source ("P" for pointers)."""
+    m = re.search(rf"\b{name}\s*\(([^)]*)\)", code)
+    if m is None or not m.group(1).strip():
+        return []
+    codes = []
+    for param in m.group(1).split(","):
+        param = " ".join(param.replace("GLOBAL", " ").replace("const", " ").split())
+        if "*" in param:
+            codes.append("P")
+        else:
+            codes.append(_C_CODES[param.rsplit(" ", 1)[0]])
+    return codes
+
+
+_NP = {
+    "f": np.float32,
+    "d": np.float64,
+    "e": np.float16,
+    "i": np.int32,
+    "I": np.uint32,
+    "q": np.int64,
+    "Q": np.uint64,
+    "?": np.bool_,
+    "B": np.uint8,
+    "b": np.int8,
+    "h": np.int16,
+    "H": np.uint16,
+}
+
+
+def launchKernel(
+    f: int,
+    gx: int,
+    gy: int,
+    gz: int,
+    bx: int,
+    by: int,
+    bz: int,
+    shared: int,
+    stream: int,
+    kernel_params: int,
+    extra: int,
+) -> None:
+    """cupy.cuda.driver.launchKernel: decodes the packed parameters with the kernel's C signature."""
+    for v in (f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra):
+        assert type(v) is int, f"launchKernel takes ints, got {v!r}"
+    name, codes = FUNCTIONS[f]
+    values: list[Any] = []
+    if codes:
+        slots = (ctypes.c_void_p * len(codes)).from_address(kernel_params)
+        for i, code in enumerate(codes):
+            if code == "P":
+                values.append(struct.unpack("<Q", ctypes.string_at(slots[i], 8))[0])
+            else:
+                size = struct.calcsize("<" + code)
+                values.append(_NP[code](struct.unpack("<" + code, ctypes.string_at(slots[i], size))[0]))
+    if gx < 1 or gy < 1 or gz < 1 or gy > 65535 or gz > 65535:
+        raise CUDADriverError("CUDA_ERROR_INVALID_VALUE: invalid argument")
+    KERNELS[name]((gx, gy, gz), (bx, by, bz), values)
 
 
 class RawModule:
@@ -347,7 +438,7 @@ class RawModule:
                 raise CompileException(log, self.code, "0123abcd.cu", self.options)
         if f"{name}(" not in self.code:
             raise CUDADriverError("CUDA_ERROR_NOT_FOUND: named symbol not found")
-        return RawKernel(name)
+        return RawKernel(name, self.code)
 
 
 class UnownedMemory:
@@ -494,6 +585,8 @@ def install(monkeypatch: Any, total: int = 1 << 30) -> Runtime:
     cuda = types.ModuleType("cupy.cuda")
     function = types.ModuleType("cupy.cuda.function")
     compiler = types.ModuleType("cupy.cuda.compiler")
+    driver = types.ModuleType("cupy.cuda.driver")
+    driver.launchKernel = launchKernel  # type: ignore[attr-defined]
     function.CIntptr = CIntptr  # type: ignore[attr-defined]
     function.Function = Function  # type: ignore[attr-defined]
     compiler.CompileException = CompileException  # type: ignore[attr-defined]
@@ -509,6 +602,7 @@ def install(monkeypatch: Any, total: int = 1 << 30) -> Runtime:
         "alloc_pinned_memory": alloc_pinned_memory,
         "Device": Device,
         "get_elapsed_time": get_elapsed_time,
+        "driver": driver,
     }.items():
         setattr(cuda, name, value)
     for name, value in {
@@ -533,6 +627,7 @@ def install(monkeypatch: Any, total: int = 1 << 30) -> Runtime:
         "cupy.cuda.runtime": RUNTIME,
         "cupy.cuda.function": function,
         "cupy.cuda.compiler": compiler,
+        "cupy.cuda.driver": driver,
     }.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setitem(sys.modules, "cuda", None)  # no cuda-python: the CuPy launch path

@@ -316,7 +316,9 @@ def test_out_of_memory_reports_and_recovers(mode, client) -> None:  # type: igno
         for _ in range(64):
             held.append(client.empty(size))
     err = info.value
-    assert err.requested == size and err.device_total == client.properties["total_memory"]
+    assert err.requested == size and err.device_total and err.device_free is not None
+    assert err.device_free <= err.device_total <= client.properties["total_memory"] * 1.01
+    assert "requested" in str(err) and "memory_cleanup" in str(err)
     del held
     gc.collect()
     client.memory_cleanup()
@@ -356,7 +358,7 @@ def test_threads_chain_kernels_with_cross_stream_reads(mode, client, threads) ->
 
     def work(i: int) -> None:
         try:
-            barrier.wait()
+            barrier.wait(timeout=120)
             mine = handles[i]
             for it in range(1, iterations + 1):
                 client.launch(ADD_ONE, blocks(n, 256), [mine], [n])
@@ -499,3 +501,34 @@ def test_peer_copy_between_two_devices(mode, make_client) -> None:  # type: igno
     np.testing.assert_array_equal(b.to_numpy(moved, "f32"), expect)
     b.launch(FILL, 1, [moved], [1.0, 8])
     np.testing.assert_array_equal(b.to_numpy(moved, "f32")[:9], [1] * 8 + [5])
+
+
+# ---------------------------------------------------------------------- through the plugin registry
+def test_built_through_the_plugin_hooks(mode) -> None:  # type: ignore[no-untyped-def]
+    from cubeplug import BackendUnavailableError
+    from cubeplug.core.config import Config
+    from cubeplug.core.plugins import registry, reset_registry
+
+    reset_registry()
+    try:
+        reg = registry()
+        client = reg.build_client("cuda", 0, Config())
+        try:
+            assert client.backend == "cuda" and type(client.server).__name__ == "CudaServer"
+            h = client.create(f32(1, 2, 3))
+            client.launch(FILL, 1, [h], [8.0, 2])
+            np.testing.assert_array_equal(client.to_numpy(h, "f32"), [8, 8, 3])
+            props = reg.memory_properties("cuda", 0)
+            assert props is not None and props.alignment == 256
+        finally:
+            client.close()
+        with pytest.raises(BackendUnavailableError, match="cuda:7 does not exist"):
+            reg.build_client("cuda", 7, Config())
+        bad = Config()
+        bad.backends["cuda"] = {"launch": "warp-speed"}
+        from cubeplug import ConfigError
+
+        with pytest.raises(ConfigError, match="launch"):
+            reg.build_client("cuda", 0, bad)
+    finally:
+        reset_registry()

@@ -161,11 +161,14 @@ def _fake_driver(monkeypatch: pytest.MonkeyPatch, result: int = 0) -> list[tuple
 
 
 def test_driver_launcher_packs_every_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cubeplug.backends.cuda import launch
     from cubeplug.backends.cuda.launch import DriverLauncher
 
     calls = _fake_driver(monkeypatch)
+    monkeypatch.setattr(launch, "cupy_launch_kernel", lambda: None)  # the cuda-python fallback
     launcher = DriverLauncher(0xABC, (32, 2, 1), arg_layout(KERNEL))
-    stream = types.SimpleNamespace(cu=launcher.stream_handle(77), ptr=77)
+    assert launcher.binding == "cuda-python"
+    stream = types.SimpleNamespace(ptr=77)
     f64, i8, f16 = np.float64(2.5), np.int8(-3), np.float16(0.5)
     launcher(stream, (4, 1, 1), [0x1000, 0x2000], [f64, i8, f16])
     launcher(stream, (8, 2, 1), [0x3000, 0x4000], [np.float64(-1), np.int8(5), np.float16(2)])
@@ -180,11 +183,13 @@ def test_driver_launcher_packs_every_launch(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_driver_launcher_maps_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cubeplug.backends.cuda import launch
     from cubeplug.backends.cuda.launch import DriverLauncher, DriverLaunchError
 
     _fake_driver(monkeypatch, result=1)
+    monkeypatch.setattr(launch, "cupy_launch_kernel", lambda: None)
     launcher = DriverLauncher(1, (1, 1, 1), arg_layout(KERNEL))
-    stream = types.SimpleNamespace(cu=1, ptr=1)
+    stream = types.SimpleNamespace(ptr=1)
     with pytest.raises(DriverLaunchError, match="CUDA_ERROR_INVALID_VALUE"):
         launcher(stream, (1, 1, 1), [0, 0], [np.float64(0), np.int8(0), np.float16(0)])
 

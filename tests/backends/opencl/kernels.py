@@ -156,3 +156,21 @@ def add_scalar(dtype: str) -> Kernel:
         },
         cube_dim=32,
     )
+
+# A kernel that runs long (on a CPU device about a second for 64Ki units at 20000 rounds) and then
+# writes -1 everywhere (5 where the hash hits a value it never reaches): for ordering tests.
+SLOW = Kernel(
+    "slow",
+    [Buffer("x", "i32"), Scalar("rounds", "i32")],
+    {
+        "opencl": """
+__kernel void slow(__global int* x, int rounds) {
+    size_t i = get_global_id(0);
+    int v = x[i];
+    for (int r = 0; r < rounds; ++r) v = (v * 1103515245 + 12345) & 0x7fffffff;
+    x[i] = (v == 12345678) ? 5 : -1;
+}
+"""
+    },
+    cube_dim=64,
+)

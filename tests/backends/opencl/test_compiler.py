@@ -167,3 +167,10 @@ def test_reported_type_names_are_normalised() -> None:
     assert compiler.base_type("u32*") == "u32"
     assert compiler.base_type("signed char") == "char"
     assert compiler.base_type("volatile __global int *") == "int"
+
+
+def test_pairwise_setter_fallback() -> None:
+    calls: list[tuple[int, object]] = []
+    setter = compiler._pairwise(lambda i, v: calls.append((i, v)))
+    setter((0, "a", 2, "b"))
+    assert calls == [(0, "a"), (2, "b")]
