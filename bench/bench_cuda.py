@@ -332,7 +332,7 @@ def bench_streams(cp: Any, client: Any, kernels: int, target_us: float = 40.0) -
     threads = 4
     cube = 128
     cubes = 2
-    outs = [client.empty(4 * cube * cubes) for _ in range(threads)]
+    outs = [client.empty(4 * cube * cubes)]
     iters = 20000
     _, d = client.profile(lambda: client.launch(SPIN, cubes, [outs[0]], [iters]))
     iters = max(1000, int(iters * target_us / max(d.seconds() * 1e6, 1.0)))
@@ -350,9 +350,12 @@ def bench_streams(cp: Any, client: Any, kernels: int, target_us: float = 40.0) -
         barrier = threading.Barrier(threads + 1)
 
         def work(i: int) -> None:
+            out = client.empty(4 * cube * cubes)  # this thread's stream owns its buffer
+            client.launch(SPIN, cubes, [out], [1])
+            client.sync()
             barrier.wait(timeout=120)
             for _ in range(kernels // threads):
-                client.launch(SPIN, cubes, [outs[i]], [iters])
+                client.launch(SPIN, cubes, [out], [iters])
 
         ts = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
         for t in ts:

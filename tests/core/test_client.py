@@ -453,3 +453,22 @@ def test_scalar_kinds(cpu_client) -> None:  # type: ignore[no-untyped-def]
     cpu_client.sync()
     assert seen["a"] == -(2**40) and seen["a"].dtype == np.int64
     assert seen["b"].dtype == np.float16 and seen["c"] == np.True_
+
+
+def test_dropping_a_handle_with_queued_work_keeps_its_memory(cpu_client) -> None:  # type: ignore[no-untyped-def]
+    gate = threading.Event()
+
+    def slow_axpy(launch, x, y, a, n):  # type: ignore[no-untyped-def]
+        gate.wait(5)
+        y[:n] += a * x[:n]
+
+    k = Kernel("slow_axpy", AXPY.params, {"python": slow_axpy})
+    x = cpu_client.create(np.full(64, 3, dtype=np.float32))
+    y = cpu_client.create(np.zeros(64, dtype=np.float32))
+    cpu_client.launch(k, 1, [x, y], [1.0, 64])
+    cpu_client.flush()
+    x.drop()
+    again = cpu_client.create(np.full(64, 100, dtype=np.float32))  # must not land in x's slice
+    gate.set()
+    np.testing.assert_array_equal(cpu_client.to_numpy(y, "f32"), np.full(64, 3, dtype=np.float32))
+    np.testing.assert_array_equal(cpu_client.to_numpy(again, "f32"), np.full(64, 100, dtype=np.float32))

@@ -240,8 +240,10 @@ class WgpuServer(ComputeServer):
                     f"{count} exceeds this device's {limit} cubes per dimension; spread the cubes over "
                     f"x, y and z or loop inside the kernel"
                 )
+            # Queued work holds the slice tokens, never the user's handles (which may be dropped).
+            keep = tuple([h._memory for h in buffers])
             self.scheduler.register(
-                stream_id, (DISPATCH, program.pipeline, bind_group, block, x, y, z, buffers), buffers
+                stream_id, (DISPATCH, program.pipeline, bind_group, block, x, y, z, keep), buffers
             )
             return
         st = handle.memory().storage
@@ -250,7 +252,8 @@ class WgpuServer(ComputeServer):
             raise ValidationError(
                 f"CubeCount.dynamic needs its handle at a 4-byte aligned offset, got offset {handle.start}"
             )
-        task = (INDIRECT, program.pipeline, bind_group, block, self._pages[st.id], offset, buffers, handle)
+        keep = (*[h._memory for h in buffers], handle._memory)
+        task = (INDIRECT, program.pipeline, bind_group, block, self._pages[st.id], offset, keep)
         self.scheduler.register(stream_id, task, (*buffers, handle))
 
     def _copy_program(self) -> WgslProgram:
@@ -274,7 +277,8 @@ class WgpuServer(ComputeServer):
         assert program.scalars is not None
         block = program.scalars.packer.pack(sshift, dshift, nbytes, words)
         groups = min(self._max_groups, -(-words // 256))
-        task = (DISPATCH, program.pipeline, bind_group, block, groups, 1, 1, keep)
+        tokens = tuple(h.memory() if isinstance(h, Handle) else h for h in keep)
+        task = (DISPATCH, program.pipeline, bind_group, block, groups, 1, 1, tokens)
         self.scheduler.register(stream_id, task, [h for h in keep if isinstance(h, Handle)])
 
     # ------------------------------------------------------------------ transfers
@@ -312,7 +316,8 @@ class WgpuServer(ComputeServer):
             if direct:
                 self.queue.queue.write_buffer(buffer, offset, data)
             else:
-                self.scheduler.register(stream_id, (WRITE, buffer, offset, bytes(data), handle), (handle,))
+                task = (WRITE, buffer, offset, bytes(data), handle.memory())
+                self.scheduler.register(stream_id, task, (handle,))
             return
         import wgpu
 
@@ -338,7 +343,8 @@ class WgpuServer(ComputeServer):
             parts.append((pos + offset - base, size))
             pos += span
         future = ReadFuture(parts, pos, self.queue.staging)
-        self.scheduler.register(stream_id, (READ, regions, future, handles), handles)
+        keep = [h.memory() for h in handles]
+        self.scheduler.register(stream_id, (READ, regions, future, keep), handles)
         self.scheduler.flush(stream_id)
         return future
 
@@ -348,7 +354,8 @@ class WgpuServer(ComputeServer):
         dbuf, doff, dst_st = self._region(dst)
         n = src.size
         if sbuf is not dbuf and soff % 4 == 0 and doff % 4 == 0 and self._padding_free(dst, dst_st, n):
-            self.scheduler.register(stream_id, (COPY, sbuf, soff, dbuf, doff, _up4(n), src, dst), (src, dst))
+            task = (COPY, sbuf, soff, dbuf, doff, _up4(n), src.memory(), dst.memory())
+            self.scheduler.register(stream_id, task, (src, dst))
             return
         self._copy_bytes(stream_id, (sbuf, soff), (dbuf, doff), n, (src, dst))
 

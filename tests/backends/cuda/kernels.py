@@ -299,3 +299,32 @@ def _register_dtype_fakes() -> None:
 
 
 _register_dtype_fakes()
+
+
+SLOW = Kernel(
+    "slow",
+    [Buffer("x", "i32"), Scalar("rounds", "u32")],
+    {
+        "c": "KERNEL slow(GLOBAL int* x, unsigned int rounds) {\n"
+        "  unsigned int i = ABSOLUTE_POS_X;\n"
+        "  unsigned int v = (unsigned int)x[i];\n"
+        "  for (unsigned int k = 0; k < rounds; ++k) v = v * 1103515245u + 12345u;\n"
+        "  x[i] = (int)v;\n}\n"
+    },
+    cube_dim=64,
+)
+
+
+def slow_reference(x: np.ndarray, rounds: int) -> np.ndarray:
+    """What SLOW computes, on the host (uint32 wrap-around arithmetic)."""
+    v = x.astype(np.uint32)
+    for _ in range(rounds):
+        v = (v * np.uint32(1103515245) + np.uint32(12345)).astype(np.uint32)
+    return v.astype(np.int32)
+
+
+@_fake("slow")
+def _slow(grid, block, args):  # type: ignore[no-untyped-def]
+    x, rounds = args
+    view = device_view(x, np.int32, _threads(grid, block))
+    view[:] = slow_reference(view, min(int(rounds), 50))  # the fake caps the work

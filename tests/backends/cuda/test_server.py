@@ -532,3 +532,26 @@ def test_built_through_the_plugin_hooks(mode) -> None:  # type: ignore[no-untype
             reg.build_client("cuda", 0, bad)
     finally:
         reset_registry()
+
+
+def test_memory_used_by_another_stream_is_not_reused_while_in_use(mode, client) -> None:  # type: ignore[no-untyped-def]
+    from cubeplug.core.stream import stream_scope
+    from tests.backends.cuda.kernels import SLOW
+
+    n = 1 << 16
+    rounds = 2_000_000 if mode == "gpu" else 10
+    with stream_scope() as a:
+        h = client.create(np.zeros(n, np.int32))
+        client.sync()
+    with stream_scope():
+        client.launch(SLOW, n // 64, [h], [10])  # first use on B: B waits for A, the slice is pinned
+        client.sync()
+        client.launch(SLOW, n // 64, [h], [rounds])  # second use: no wait needed, still held
+        address = client.server._ptr(h)
+        del h
+        gc.collect()
+    with stream_scope(a):
+        y = client.create(np.full(n, 7, np.int32))  # A's pool must not hand out h's slice yet
+        assert client.server._ptr(y) != address
+    client.sync(all_streams=True)
+    np.testing.assert_array_equal(client.to_numpy(y, "i32"), np.full(n, 7, np.int32))

@@ -491,3 +491,17 @@ def test_bad_inputs_keep_other_handles_intact(client) -> None:  # type: ignore[n
     np.testing.assert_array_equal(got, np.arange(64))
     client.launch(ADD_ONE, 1, [good], [64])
     assert client.to_numpy(good, "i32")[0] == got[0] + 1
+
+
+def test_dropping_a_handle_with_queued_work_keeps_its_memory(fresh_client: Any) -> None:
+    """Queued work holds the slice: a handle dropped before the flush is not reused under it."""
+    from tests.backends.webgpu.kernels import AXPY
+
+    n = 64
+    x = fresh_client.create(np.full(n, 3, dtype=np.float32))
+    y = fresh_client.create(np.zeros(n, dtype=np.float32))
+    fresh_client.launch(AXPY, 1, [x, y], [1.0, n])  # queued, not yet submitted
+    x.drop()
+    again = fresh_client.create(np.full(n, 100, dtype=np.float32))  # must not land in x's slice
+    np.testing.assert_array_equal(fresh_client.to_numpy(y, "f32"), np.full(n, 3, dtype=np.float32))
+    np.testing.assert_array_equal(fresh_client.to_numpy(again, "f32"), np.full(n, 100, dtype=np.float32))

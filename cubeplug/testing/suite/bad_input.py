@@ -1,0 +1,206 @@
+"""Bad input raises its documented error, and the client keeps working with every other handle intact."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cubeplug.core.errors import BufferTooBig, CompileError, CubeplugError, OutOfMemoryError, ValidationError
+from cubeplug.core.kernel import Buffer, CubeCount, Kernel, Scalar
+from cubeplug.testing import gates, kernels
+
+MiB = 1 << 20
+KEEP = np.arange(256, dtype=np.uint32) * 7 + 1
+
+
+class Keeper:
+    """A handle with known data and a kernel that works: both must survive every bad call."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.handle = client.create(KEEP)
+        self.view = self.handle.offset_start(max(int(client.capabilities.offset_alignment), 16))
+
+    def check(self) -> None:
+        """The data is intact, reads and launches still work."""
+        c = self.client
+        np.testing.assert_array_equal(c.to_numpy(self.handle, "u32"), KEEP)
+        np.testing.assert_array_equal(c.to_numpy(self.view, "u32"), KEEP[self.view.start // 4 :])
+        k = gates.kernel(c, kernels.FILL)
+        h = c.create(np.zeros(8, np.uint32))
+        c.launch(k, 1, [h], [40, 8])
+        np.testing.assert_array_equal(c.to_numpy(h, "u32"), 40 + np.arange(8))
+        c.sync()
+
+
+@pytest.fixture
+def keeper(cubeplug_client: Any) -> Iterator[Keeper]:
+    """A :class:`Keeper` checked after the test."""
+    keep = Keeper(cubeplug_client)
+    yield keep
+    keep.check()
+
+
+def _fill(client: Any) -> Kernel:
+    return gates.kernel(client, kernels.FILL)
+
+
+class TestBadInput:
+    """Each bad input of DESIGN.md and the core issue, one by one."""
+
+    @pytest.mark.parametrize("size", [-1, -(2**40), 1.5, 2.0, "10", None, True, [4]], ids=repr)
+    def test_bad_sizes(self, cubeplug_client: Any, keeper: Keeper, size: Any) -> None:
+        with pytest.raises(ValidationError):
+            cubeplug_client.empty(size)
+
+    def test_absurd_size(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        with pytest.raises(BufferTooBig) as info:
+            cubeplug_client.empty(1 << 62)
+        assert info.value.requested == 1 << 62
+
+    def test_buffer_too_big(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        gates.require(cubeplug_client, "max_alloc_bytes")
+        limit = int(cubeplug_client.capabilities.max_alloc_bytes)
+        with pytest.raises(BufferTooBig):
+            cubeplug_client.empty(limit + 1)
+
+    def test_bad_data(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        for data in ([1, 2, 3], "text", 12, np.array([object()], dtype=object)):
+            with pytest.raises(ValidationError):
+                cubeplug_client.create(data)
+
+    def test_handle_of_another_client(self, cubeplug_client: Any, keeper: Keeper, cubeplug_cpu_client: Any) -> None:
+        foreign = cubeplug_cpu_client.create(np.zeros(64, np.uint32))
+        with pytest.raises(ValidationError, match="another client"):
+            cubeplug_client.launch(_fill(cubeplug_client), 1, [foreign], [1, 64])
+        with pytest.raises(ValidationError, match="another client"):
+            cubeplug_client.read_one(foreign)
+        assert not cubeplug_cpu_client.to_numpy(foreign, "u32").any()
+
+    def test_offsets_beyond_the_handle(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        h = keeper.handle
+        for bad in (lambda: h.offset_start(h.size + 1), lambda: h.offset_end(h.size + 1),
+                    lambda: h.offset_start(h.size // 2 + 4).offset_end(h.size // 2),
+                    lambda: h.offset_start(-4), lambda: h.offset_end(1.5)):  # fmt: skip
+            with pytest.raises(ValidationError):
+                bad()
+
+    def test_wrong_number_of_buffers(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        k = _fill(cubeplug_client)
+        h = cubeplug_client.create(np.zeros(64, np.uint32))
+        for buffers in ([], [h, h]):
+            with pytest.raises(ValidationError, match="buffers"):
+                cubeplug_client.launch(k, 1, buffers, [1, 64])
+
+    def test_wrong_number_of_scalars(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        k = _fill(cubeplug_client)
+        h = cubeplug_client.create(np.zeros(64, np.uint32))
+        for scalars in ([], [1], [1, 2, 3]):
+            with pytest.raises(ValidationError, match="scalars"):
+                cubeplug_client.launch(k, 1, [h], scalars)
+
+    @pytest.mark.parametrize(
+        ("dtype", "value"),
+        [("u32", -1), ("u32", 2**32), ("i32", 2**31), ("i32", 1.5), ("i32", "seven"), ("f32", 1e39),
+         ("f32", "x"), ("u32", None)],
+        ids=repr,
+    )  # fmt: skip
+    def test_scalar_that_does_not_fit(self, cubeplug_client: Any, keeper: Keeper, dtype: str, value: Any) -> None:
+        k = gates.kernel(cubeplug_client, kernels.typed_add(dtype))
+        x, y = cubeplug_client.create(np.zeros(4, np.uint32)), cubeplug_client.create(np.zeros(4, np.uint32))
+        with pytest.raises(ValidationError, match="'a'"):
+            cubeplug_client.launch(k, 1, [x, y], [value, 4])
+
+    def test_buffer_not_a_whole_number_of_elements(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        h = cubeplug_client.create(np.zeros(6, np.uint8))
+        with pytest.raises(ValidationError, match="multiple"):
+            cubeplug_client.launch(_fill(cubeplug_client), 1, [h], [1, 1])
+        with pytest.raises(ValidationError):
+            cubeplug_client.to_numpy(h, "u32")
+
+    def test_kernel_without_a_source_for_the_backend(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        h = cubeplug_client.create(np.zeros(4, np.float32))
+        with pytest.raises(ValidationError, match="no source"):
+            cubeplug_client.launch(kernels.NOWHERE, 1, [h], [])
+        with pytest.raises(ValidationError, match="no source"):
+            cubeplug_client.launch_unchecked(kernels.NOWHERE, 1, [h], [])
+
+    def test_not_a_kernel(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        with pytest.raises(ValidationError):
+            cubeplug_client.launch("fill_u32", 1, [keeper.handle], [1, 4])
+
+    def test_dropped_handle(self, cubeplug_client: Any, keeper: Keeper, cubeplug_cpu_client: Any) -> None:
+        h = cubeplug_client.create(np.zeros(64, np.uint32))
+        view = h.offset_start(16)
+        h.drop()
+        assert h.is_dropped
+        for bad in (
+            lambda: cubeplug_client.read_one(h),
+            lambda: cubeplug_client.launch(_fill(cubeplug_client), 1, [h], [1, 64]),
+            lambda: h.offset_start(4),
+            lambda: cubeplug_client.to_client(h, cubeplug_cpu_client),
+        ):
+            with pytest.raises(ValidationError, match="dropped"):
+                bad()
+        assert cubeplug_client.to_numpy(view, "u32").size == 12  # a view taken before the drop lives on
+        with cubeplug_client.create(np.ones(4, np.uint32)) as scoped:
+            assert cubeplug_client.to_numpy(scoped, "u32").sum() == 4
+        assert scoped.is_dropped
+
+    @pytest.mark.parametrize("count", [(-1,), (1, -1), (1, 1, -1), (2**32,), (1.5,), (None,)], ids=repr)
+    def test_bad_cube_count(self, cubeplug_client: Any, keeper: Keeper, count: tuple[Any, ...]) -> None:
+        with pytest.raises(ValidationError):
+            CubeCount(*count)
+        with pytest.raises(ValidationError):
+            cubeplug_client.launch(_fill(cubeplug_client), count, [keeper.handle], [1, 4])
+
+    def test_dynamic_count_too_small(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        gates.require(cubeplug_client, "dynamic_count")
+        small = cubeplug_client.create(np.ones(2, np.uint32))
+        with pytest.raises(ValidationError, match="12"):
+            cubeplug_client.launch(gates.kernel(cubeplug_client, kernels.GEOMETRY), CubeCount.dynamic(small),
+                                   [keeper.handle], [])  # fmt: skip
+
+    def test_compile_error(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        k = gates.kernel(cubeplug_client, kernels.BROKEN)
+        h = cubeplug_client.create(np.zeros(4, np.float32))
+        with pytest.raises(CompileError) as info:
+            cubeplug_client.launch(k, 1, [h], [])
+        error = info.value
+        assert error.kernel == "broken" and error.backend == cubeplug_client.backend
+        assert "broken" in error.dump()
+        with pytest.raises(CompileError):  # a failed compile is not cached as a success
+            cubeplug_client.launch(k, 1, [h], [])
+
+    def test_unsupported_dtype(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        lacking = sorted({"f16", "f64", "i64", "u64", "i8", "u8", "i16", "u16", "bool"}
+                         - cubeplug_client.capabilities.dtypes)  # fmt: skip
+        if not lacking:
+            return  # every dtype is declared: nothing to refuse
+        k = Kernel("uses_" + lacking[0], [Buffer("x", lacking[0]), Scalar("n", "u32")], {"python": "", "c": "", "wgsl": ""})
+        with pytest.raises(CubeplugError, match=lacking[0]):
+            cubeplug_client.launch(k, 1, [cubeplug_client.create(np.zeros(8, np.uint64))], [1])
+
+    def test_out_of_memory_under_the_limit(self, cubeplug_new_client: Any) -> None:
+        limit = 8 * MiB
+        client = cubeplug_new_client(memory={"limit": limit})
+        keep = Keeper(client)
+        held = []
+        with pytest.raises(OutOfMemoryError) as info:
+            for _ in range(16):
+                held.append(client.create(np.full(MiB // 4, len(held), np.uint32)))
+        assert isinstance(info.value, MemoryError) and info.value.limit == limit
+        assert 1 <= len(held) <= 8
+        with pytest.raises(OutOfMemoryError):
+            client.empty(limit + 1)
+        for i, h in enumerate(held):
+            np.testing.assert_array_equal(client.to_numpy(h, "u32"), np.full(MiB // 4, i, np.uint32))
+        keep.check()
+        del held[:2]
+        client.sync()
+        replacement = client.create(np.full(MiB // 4, 99, np.uint32))  # room again after freeing
+        assert client.to_numpy(replacement, "u32")[-1] == 99
+        keep.check()
