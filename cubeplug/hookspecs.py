@@ -75,11 +75,12 @@ def cubeplug_compute_server(
 
 
 @hookspec(firstresult=True)
-def cubeplug_memory_properties(backend: str, device: int) -> MemoryProperties:
+def cubeplug_memory_properties(backend: str, device: int, config: Config) -> MemoryProperties:
     """Return the memory properties (max page size, alignment) of ``device``.
 
-    Called when memory management is set up and by ``cubeplug doctor``, only on the plugin that
-    registered ``backend``. First result wins.
+    ``config`` carries the backend options (e.g. a platform filter that decides which device
+    ``device`` is); an implementation may leave it out of its signature. Called by ``cubeplug doctor``
+    and by tools, only on the plugin that registered ``backend``. First result wins.
     """
 
 

@@ -8,6 +8,7 @@ to the API, so the same source compiles with NVRTC and with an OpenCL driver:
 macro              CUDA                                       OpenCL
 =================  =========================================  =====================================
 KERNEL             ``extern "C" __global__ void``             ``__kernel void``
+DEVICE_FN          ``__device__ inline`` (helper functions)   ``inline``
 GLOBAL             (nothing)                                  ``__global``
 LOCAL              ``__shared__``                             ``__local``
 ABSOLUTE_POS_X     ``blockIdx.x * blockDim.x + threadIdx.x``  ``get_global_id(0)``
@@ -47,6 +48,7 @@ typedef float f32;
 CUDA_PRELUDE = (
     """\
 #define KERNEL extern "C" __global__ void
+#define DEVICE_FN __device__ inline
 #define GLOBAL
 #define LOCAL __shared__
 #define ABSOLUTE_POS_X (blockIdx.x * blockDim.x + threadIdx.x)
@@ -78,6 +80,7 @@ typedef double f64;
 OPENCL_PRELUDE = (
     """\
 #define KERNEL __kernel void
+#define DEVICE_FN inline
 #define GLOBAL __global
 #define LOCAL __local
 #define ABSOLUTE_POS_X ((unsigned int)get_global_id(0))

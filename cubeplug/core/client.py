@@ -155,16 +155,25 @@ class ComputeClient:
         return arr if shape is None else arr.reshape(tuple(shape))
 
     def read_tensor(self, tensor: Tensor) -> np.ndarray:
-        """A tensor as a C-contiguous numpy array, honouring its strides."""
-        data = self.read_one(tensor.handle)
-        flat = np.frombuffer(data, dtype=tensor.dtype)
-        if tensor.size == 0:
-            return np.empty(tensor.shape, dtype=tensor.dtype)
-        isz = tensor.dtype.itemsize
-        view = np.lib.stride_tricks.as_strided(
-            flat, shape=tensor.shape, strides=tuple(s * isz for s in tensor.strides), writeable=False
-        )
-        return np.ascontiguousarray(view)
+        """A tensor as a C-contiguous numpy array, honouring its strides (pitched rows)."""
+        if not isinstance(tensor, Tensor):
+            raise ValidationError(f"read_tensor takes a Tensor, got {type(tensor).__name__}")
+        sid = self._sid()
+        with self._lock:
+            future = self._server.read_tensor_async(tensor, sid)
+        return future.result()
+
+    def as_native(self, handle: Handle, dtype: Any, shape: Iterable[int] | None = None) -> Any:
+        """A zero-copy array of the backend's library over a handle (CuPy on cuda); it keeps it alive."""
+        sid = self._sid()
+        with self._lock:
+            return self._server.as_native(handle, dtype, None if shape is None else tuple(shape), sid)
+
+    def as_cupy(self, handle: Handle, dtype: Any, shape: Iterable[int] | None = None) -> Any:
+        """A zero-copy ``cupy.ndarray`` over a CUDA handle (exposes ``__cuda_array_interface__``)."""
+        if self.backend != "cuda":
+            raise ValidationError(f"as_cupy needs a cuda client, this one is {self.backend}")
+        return self.as_native(handle, dtype, shape)
 
     # ------------------------------------------------------------------ launches
     def launch(
@@ -263,6 +272,12 @@ class ComputeClient:
             sid = self._sid()
             with self._lock:
                 return self._server.copy_handle(handle, sid)
+        sid = self._sid()
+        first, second = sorted((self, other), key=lambda c: c._server.id)
+        with first._lock, second._lock:
+            moved = self._server.transfer_to(handle, other._server, sid)
+        if moved is not None:
+            return moved
         data = self.read_one(handle)
         return other.create(data)
 

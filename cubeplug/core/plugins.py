@@ -484,12 +484,21 @@ class PluginRegistry:
         )
         return ComputeClient(server)
 
-    def memory_properties(self, name: str, device: int = 0) -> MemoryProperties | None:
+    def memory_properties(
+        self, name: str, device: int = 0, config: Config | None = None
+    ) -> MemoryProperties | None:
         """The backend's memory properties for ``device`` (None if its plugin does not say)."""
+        from cubeplug.core.config import get_config
         from cubeplug.core.storage import MemoryProperties
 
         result: MemoryProperties | None = self.call(
-            name, "cubeplug_memory_properties", MemoryProperties, optional=True, backend=name, device=device
+            name,
+            "cubeplug_memory_properties",
+            MemoryProperties,
+            optional=True,
+            backend=name,
+            device=device,
+            config=config if config is not None else get_config(),
         )
         return result
 

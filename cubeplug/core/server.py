@@ -160,7 +160,7 @@ class ComputeServer(ABC):
         if isinstance(data, np.ndarray):
             if data.dtype.hasobject:
                 raise ValidationError("cannot upload an array of Python objects; use a numeric dtype")
-            return np.ascontiguousarray(data).data.cast("B")
+            return np.ascontiguousarray(data).reshape(-1).data.cast("B")
         if isinstance(data, (bytes, bytearray, memoryview)):
             view = memoryview(data)
             if not view.c_contiguous:
@@ -389,6 +389,30 @@ class ComputeServer(ABC):
             out.append(np.empty(int(size), dtype=np.uint8))
         return out
 
+    def read_tensor_async(self, tensor: Tensor, stream_id: int) -> Future[np.ndarray]:
+        """A future of a tensor as a C-contiguous numpy array, honouring its strides."""
+        result: Future[np.ndarray] = Future()
+        raw = self.read_async([tensor.handle], stream_id)
+
+        def done(f: Future[list[bytes]]) -> None:
+            try:
+                result.set_result(_gather(f.result()[0], tensor))
+            except BaseException as e:
+                result.set_exception(e)
+
+        raw.add_done_callback(done)
+        return result
+
+    def as_native(self, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int) -> Any:
+        """A zero-copy array of the backend's own library over a handle (e.g. a CuPy array)."""
+        raise ValidationError(
+            f"{self.backend} has no zero-copy native array view; use client.to_numpy(handle, dtype) instead"
+        )
+
+    def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
+        """A device-side copy of ``handle`` on ``other`` (peer copies); None to go through the host."""
+        return None
+
     def copy_handle(self, src: Handle, stream_id: int) -> Handle:
         """A new handle of this server holding a device copy of ``src``."""
         self.check_handle(src)
@@ -458,6 +482,18 @@ class ComputeServer(ABC):
     @abstractmethod
     def sync_all(self) -> None:
         """Block until the work of every stream completed; raise the first asynchronous error."""
+
+
+def _gather(data: bytes, tensor: Tensor) -> np.ndarray:
+    """The elements of a (possibly pitched) tensor from its raw bytes, C-contiguous."""
+    if tensor.size == 0:
+        return np.empty(tensor.shape, dtype=tensor.dtype)
+    flat = np.frombuffer(data, dtype=tensor.dtype)
+    isz = tensor.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        flat, shape=tensor.shape, strides=tuple(s * isz for s in tensor.strides), writeable=False
+    )
+    return np.ascontiguousarray(view)
 
 
 def _check_shape(shape: Iterable[int]) -> tuple[int, ...]:

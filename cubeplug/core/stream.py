@@ -73,8 +73,10 @@ class EventStreamBackend(ABC, Generic[S, E]):
 
 
 class Binding(Protocol):
-    """What MultiStream reads of a bound handle: its memory token, whose ``stream`` is the last
-    stream that queued work on it."""
+    """What MultiStream reads of a bound handle: the stream whose pools own its memory, and its
+    memory token, whose ``stream`` is the last stream that queued work on it."""
+
+    stream: int
 
     def memory(self) -> Any:
         """The slice token."""
@@ -172,9 +174,11 @@ class GcThread(Generic[E]):
 
 @dataclass
 class SharedBindingAnalysis:
-    """Bound memory that belongs to streams the current one has not synced with, by stream slot."""
+    """What a resolve must do: wait on streams not synced since their latest work on the bound memory
+    (``slices``, by stream slot), and pin memory owned by other streams until the work is done."""
 
     slices: dict[int, list[Any]] = field(default_factory=dict)
+    pinned: list[Any] = field(default_factory=list)
 
     def shared(self, token: Any, index: int) -> None:
         """Record ``token`` as shared with the stream in slot ``index``."""
@@ -202,7 +206,7 @@ class ResolvedStreams(Generic[S, E]):
 
     def __exit__(self, *exc: object) -> None:
         analysis = self.analysis
-        if analysis is None or not analysis.slices:
+        if analysis is None or not analysis.pinned:
             return
         ms = self._ms
         backend = ms.backend
@@ -210,8 +214,7 @@ class ResolvedStreams(Generic[S, E]):
         gc_stream = ms.streams.get_special(0).stream
         backend.wait_event(gc_stream, origin)
         event = backend.flush(gc_stream)
-        pinned = [token for tokens in analysis.slices.values() for token in tokens]
-        ms.gc.register(event, pinned)
+        ms.gc.register(event, analysis.pinned)
 
 
 class MultiStream(Generic[S, E]):
@@ -228,7 +231,7 @@ class MultiStream(Generic[S, E]):
     def resolve(self, stream_id: int, bindings: Iterable[Binding] = ()) -> ResolvedStreams[S, E]:
         """Synchronise ``stream_id`` with the bindings' streams and advance its cursor."""
         analysis = self.update_shared_bindings(stream_id, bindings)
-        if analysis is not None:
+        if analysis is not None and analysis.slices:
             self.apply_analysis(stream_id, analysis)
         state = self.streams.get(stream_id)
         state.cursor += 1
@@ -237,23 +240,29 @@ class MultiStream(Generic[S, E]):
     def update_shared_bindings(
         self, stream_id: int, bindings: Iterable[Binding]
     ) -> SharedBindingAnalysis | None:
-        """Which bound memory comes from streams not synced since their latest work (None: none)."""
+        """Which bound memory needs a wait or a pin on ``stream_id`` (None: nothing to do)."""
         streams = self.streams
-        index = stream_id % self.max_streams
+        max_streams = self.max_streams
+        index = stream_id % max_streams
         current = streams.get_index(index)
         analysis: SharedBindingAnalysis | None = None
         for binding in bindings:
             token = binding.memory()
+            if binding.stream % max_streams != index:
+                # The owner stream's pools may lend this slice again as soon as it looks free, with no
+                # ordering against this stream: keep it reserved until this stream's work is done.
+                if analysis is None:
+                    analysis = SharedBindingAnalysis()
+                analysis.pinned.append(token)
             last = token.stream
             token.stream = stream_id
-            origin = last % self.max_streams
+            origin = last % max_streams
             if origin == index or last < 0:
                 continue
             # The origin is the last stream that queued work on this memory (not only the stream that
             # allocated it), and any work it issued since the last sync counts: in-place writes made
             # on another stream are waited for too.
-            origin_cursor = streams.get_index(origin).cursor
-            if current.last_synced.get(origin, -1) < origin_cursor:
+            if current.last_synced.get(origin, -1) < streams.get_index(origin).cursor:
                 if analysis is None:
                     analysis = SharedBindingAnalysis()
                 analysis.shared(token, origin)

@@ -37,6 +37,7 @@ def test_create_accepts_arrays_bytes_and_memoryviews(cpu_client) -> None:  # typ
     np.testing.assert_array_equal(cpu_client.to_numpy(h, "f64", (4, 3)), arr)
     assert bytes(cpu_client.read_one(cpu_client.create(bytearray(b"abc")))) == b"abc"
     assert bytes(cpu_client.read_one(cpu_client.create(memoryview(b"xyz")))) == b"xyz"
+    assert cpu_client.create(np.zeros((0, 3), dtype=np.float32)).size == 0
 
 
 def test_create_copies_at_call_time(cpu_client) -> None:  # type: ignore[no-untyped-def]

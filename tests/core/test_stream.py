@@ -67,13 +67,14 @@ class Token:
 @dataclass
 class FakeBinding:
     token: Token
+    stream: int  # the stream whose pools own the memory
 
     def memory(self) -> Token:
         return self.token
 
 
 def binding(stream: int, name: str = "") -> FakeBinding:
-    return FakeBinding(Token(name or f"s{stream}", stream))
+    return FakeBinding(Token(name or f"s{stream}", stream), stream)
 
 
 def test_analysis_shared_bindings_1() -> None:
@@ -102,6 +103,17 @@ def test_analysis_no_shared() -> None:
     ms.resolve(1)
     ms.resolve(2)
     assert ms.update_shared_bindings(1, [binding(1), binding(1), binding(1)]) is None
+
+
+def test_memory_owned_by_another_stream_is_pinned_even_without_a_wait() -> None:
+    ms = MultiStream(RecordingBackend(), MAX_STREAMS)
+    ms.resolve(2)
+    b = binding(2)
+    with ms.resolve(1, [b]):
+        pass  # first use: wait + pin
+    analysis = ms.update_shared_bindings(1, [b])  # second use: synced already, no wait...
+    assert analysis is not None and analysis.slices == {}
+    assert analysis.pinned == [b.token]  # ...but stream 2's pools must not lend the slice meanwhile
 
 
 def test_state() -> None:
@@ -141,11 +153,13 @@ def test_synced_stream_does_not_wait_again_until_origin_progresses() -> None:
     b = binding(2)
     with ms.resolve(1, [b]):
         pass
-    assert ms.update_shared_bindings(1, [b]) is None  # already synced with stream 2's cursor
+    again = ms.update_shared_bindings(1, [b])
+    assert again is not None and again.slices == {}  # already synced with stream 2's cursor: no wait
     with ms.resolve(2, [b]):  # stream 2 writes b in place
         pass
     assert b.token.stream == 2
-    assert ms.update_shared_bindings(1, [b]) is not None
+    after = ms.update_shared_bindings(1, [b])
+    assert after is not None and after.slices == {ms.streams.index(2): [b.token]}
 
 
 def test_pinned_memory_released_after_event() -> None:

@@ -16,7 +16,7 @@ import ctypes
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -192,19 +192,3 @@ def host_address(view: memoryview) -> int:
     if view.nbytes == 0:
         return 0
     return int(np.frombuffer(view, dtype=np.uint8).ctypes.data)
-
-
-def attach(array: np.ndarray, owner: Any) -> np.ndarray:
-    """``array`` as a view whose base chain keeps ``owner`` alive."""
-    return array if array.base is owner else np.asarray(_Keep(array, owner))
-
-
-class _Keep:
-    """An array interface that forwards to an array and holds an extra owner."""
-
-    __slots__ = ("__array_interface__", "_array", "_owner")
-
-    def __init__(self, array: np.ndarray, owner: Any) -> None:
-        self._array = array
-        self._owner = owner
-        self.__array_interface__ = array.__array_interface__

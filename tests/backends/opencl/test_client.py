@@ -455,11 +455,6 @@ def test_launch_errors_name_the_limit(client) -> None:  # type: ignore[no-untype
     assert "INVALID_WORK_GROUP_SIZE" in str(err) and f"at most {prog.max_group_size}" in str(err)
 
 
-@pytest.mark.xfail(
-    reason="core MultiStream pins another stream's memory only when a sync was needed: after a second use "
-    "on stream B and a drop, stream A (the owner) reuses the slice while B's kernel still runs",
-    strict=False,
-)
 def test_memory_of_another_stream_is_not_reused_while_in_use(client) -> None:  # type: ignore[no-untyped-def]
     from cubeplug.core.stream import stream_scope
 

@@ -1,0 +1,67 @@
+"""Argument checks and launch sizes shared by the standard kernels.
+
+Every std op validates its arguments once, in Python, with errors that name the argument and the
+fix, and then launches unchecked: the launch path does no second validation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cubeplug.core.errors import ValidationError
+from cubeplug.core.handle import Handle
+
+#: Most cubes a std launch uses along x (WebGPU allows 65535 per dimension); kernels loop over the rest.
+MAX_GROUPS = 65535
+#: Largest element count one std call takes (indices are 32-bit on every backend).
+MAX_ELEMENTS = (1 << 31) - 1
+
+
+def count(n: Any, what: str = "n", limit: int = MAX_ELEMENTS) -> int:
+    """``n`` as an int in ``0..limit``, else ValidationError."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ValidationError(f"{what} must be an int element count, got {type(n).__name__} {n!r}")
+    value = int(n)
+    if value < 0:
+        raise ValidationError(f"{what} must be >= 0, got {value}")
+    if value > limit:
+        raise ValidationError(
+            f"{what} = {value} exceeds {limit} elements per call; split the work into views "
+            f"(handle.offset_start / offset_end) of at most {limit} elements"
+        )
+    return value
+
+
+def buffer(client: Any, handle: Any, nbytes: int, what: str) -> Handle:
+    """``handle`` if it is a live handle of ``client`` holding at least ``nbytes``, else ValidationError."""
+    server = client.server
+    server.check_handle(handle, what)
+    if handle.size < nbytes:
+        raise ValidationError(
+            f"{what} holds {handle.size} B but the call needs {nbytes} B; pass a larger handle or a smaller count"
+        )
+    align = server.capabilities.offset_alignment
+    if align > 1 and handle.start % align:
+        raise ValidationError(
+            f"{what} is a view at byte offset {handle.start}; {client.backend} binds views at offsets "
+            f"aligned to {align} B"
+        )
+    return handle
+
+
+def vector_ok(handle: Handle, n: int) -> bool:
+    """True when ``handle`` can be read as float4 vectors (16-byte aligned view, at least 4 elements)."""
+    return n >= 4 and handle.start % 16 == 0
+
+
+def prefix(handle: Handle, nbytes: int) -> Handle:
+    """A view of the first ``nbytes`` of ``handle`` (the handle itself when it is exactly that long)."""
+    extra = handle.size - nbytes
+    return handle if extra == 0 else handle.offset_end(extra)
+
+
+def groups(items: int, per_group: int, cap: int = MAX_GROUPS) -> int:
+    """Cubes needed for ``items`` at ``per_group`` each, between 1 and ``cap``."""
+    return max(1, min(cap, -(-items // per_group)))

@@ -1,0 +1,63 @@
+"""The conformance suite: every test class and fixture, for ``from cubeplug.testing.suite import *``.
+
+A backend's test module is two lines (the SQLAlchemy / fsspec pattern)::
+
+    from cubeplug.testing.suite import *  # noqa: F403
+    CUBEPLUG_BACKEND = "mybackend"
+
+Every test goes through the public :class:`~cubeplug.core.client.ComputeClient` API and skips only
+with ``"backend lacks <capability>"`` (see :mod:`cubeplug.testing.gates`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.register_assert_rewrite(
+    "cubeplug.testing.suite.bad_input",
+    "cubeplug.testing.suite.data",
+    "cubeplug.testing.suite.launch",
+    "cubeplug.testing.suite.memory",
+    "cubeplug.testing.suite.runtime",
+    "cubeplug.testing.suite.streams",
+)
+
+from cubeplug.testing.fixtures import (  # noqa: E402
+    cubeplug_backend,
+    cubeplug_client,
+    cubeplug_cpu_client,
+    cubeplug_fresh_client,
+    cubeplug_new_client,
+)
+from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
+from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
+from cubeplug.testing.suite.launch import TestCubeCount, TestLaunch  # noqa: E402
+from cubeplug.testing.suite.memory import TestMemory  # noqa: E402
+from cubeplug.testing.suite.runtime import (  # noqa: E402
+    TestCompileCache,
+    TestIdentity,
+    TestProfiling,
+    TestToClient,
+)
+from cubeplug.testing.suite.streams import TestStreams  # noqa: E402
+
+__all__ = [
+    "TestBadInput",
+    "TestCompileCache",
+    "TestCubeCount",
+    "TestIdentity",
+    "TestLaunch",
+    "TestMemory",
+    "TestProfiling",
+    "TestRoundTrip",
+    "TestStreams",
+    "TestTensors",
+    "TestToClient",
+    "TestViews",
+    "cubeplug_backend",
+    "cubeplug_client",
+    "cubeplug_cpu_client",
+    "cubeplug_fresh_client",
+    "cubeplug_new_client",
+    "keeper",
+]

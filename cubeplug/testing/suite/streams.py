@@ -1,0 +1,127 @@
+"""Streams: threads on their own streams, long chains of launches, reads and launches across streams."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from cubeplug.testing import gates, kernels
+
+CHAIN = 300
+N = 4096
+
+
+def _chain(client: Any, h: Any, launches: int = CHAIN) -> None:
+    k = gates.kernel(client, kernels.ADD_ONE)
+    count = kernels.cubes(N)
+    for _ in range(launches):
+        client.launch(k, count, [h], [N])
+
+
+class TestStreams:
+    """Work is ordered per stream, and a stream waits for the streams whose memory it uses."""
+
+    def test_two_threads_on_their_own_streams(self, cubeplug_client: Any) -> None:
+        gates.kernel(cubeplug_client, kernels.ADD_ONE)
+
+        def work(start: int) -> tuple[int, Any, np.ndarray]:
+            with cubeplug_client.stream() as sid:
+                h = cubeplug_client.create(np.full(N, start, np.int32))
+                _chain(cubeplug_client, h)
+                return sid, h, cubeplug_client.to_numpy(h, "i32")
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(work, (0, 1000)))
+        (sid_a, ha, a), (sid_b, hb, b) = results
+        assert sid_a != sid_b
+        np.testing.assert_array_equal(a, np.full(N, CHAIN, np.int32))
+        np.testing.assert_array_equal(b, np.full(N, 1000 + CHAIN, np.int32))
+        ra, rb = cubeplug_client.read([ha, hb])  # from a third stream
+        assert np.frombuffer(ra, np.int32)[-1] == CHAIN and np.frombuffer(rb, np.int32)[0] == 1000 + CHAIN
+
+    def test_default_stream_per_thread(self, cubeplug_client: Any) -> None:
+        gates.kernel(cubeplug_client, kernels.ADD_ONE)
+
+        def work(start: int) -> np.ndarray:
+            h = cubeplug_client.create(np.full(N, start, np.int32))
+            _chain(cubeplug_client, h, 50)
+            return cubeplug_client.to_numpy(h, "i32")
+
+        with ThreadPoolExecutor(2) as pool:
+            a, b = pool.map(work, (0, 7))
+        assert (a == 50).all() and (b == 57).all()
+
+    def test_cross_stream_read_waits_for_the_writer(self, cubeplug_client: Any) -> None:
+        gates.kernel(cubeplug_client, kernels.ADD_ONE)
+        queued = threading.Event()
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def writer() -> None:
+            with cubeplug_client.stream():
+                h = cubeplug_client.create(np.zeros(N, np.int32))
+                _chain(cubeplug_client, h)
+                cubeplug_client.flush()  # submitted, not waited for
+                box["h"] = h
+                queued.set()
+                done.wait(120)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            assert queued.wait(120), "the writer thread did not queue its work"
+            with cubeplug_client.stream():
+                got = cubeplug_client.to_numpy(box["h"], "i32")
+        finally:
+            done.set()
+            thread.join()
+        np.testing.assert_array_equal(got, np.full(N, CHAIN, np.int32))
+
+    def test_cross_stream_launch_waits_for_the_writer(self, cubeplug_client: Any) -> None:
+        add_from = gates.kernel(cubeplug_client, kernels.ADD_FROM)
+        queued = threading.Event()
+        box: dict[str, Any] = {}
+
+        def writer() -> None:
+            with cubeplug_client.stream():
+                h = cubeplug_client.create(np.zeros(N, np.int32))
+                _chain(cubeplug_client, h)
+                cubeplug_client.flush()
+                box["h"] = h
+                queued.set()
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        assert queued.wait(120), "the writer thread did not queue its work"
+        with cubeplug_client.stream():
+            dst = cubeplug_client.create(np.arange(N, dtype=np.int32))
+            cubeplug_client.launch(add_from, kernels.cubes(N), [box["h"], dst], [N])
+            got = cubeplug_client.to_numpy(dst, "i32")
+        thread.join()
+        np.testing.assert_array_equal(got, np.arange(N, dtype=np.int32) + CHAIN)
+
+    def test_writes_after_cross_stream_reads(self, cubeplug_client: Any) -> None:
+        add_from = gates.kernel(cubeplug_client, kernels.ADD_FROM)
+        with cubeplug_client.stream():
+            src = cubeplug_client.create(np.ones(N, np.int32))
+            dst = cubeplug_client.create(np.zeros(N, np.int32))
+            for _ in range(20):
+                cubeplug_client.launch(add_from, kernels.cubes(N), [src, dst], [N])
+        with cubeplug_client.stream():  # another stream overwrites src after those reads
+            _chain(cubeplug_client, src, 5)
+            got_src = cubeplug_client.to_numpy(src, "i32")
+        got_dst = cubeplug_client.to_numpy(dst, "i32")
+        assert (got_dst == 20).all() and (got_src == 6).all()
+
+    def test_flush_and_sync(self, cubeplug_client: Any) -> None:
+        h = cubeplug_client.create(np.zeros(N, np.int32))
+        _chain(cubeplug_client, h, 10)
+        cubeplug_client.flush()
+        cubeplug_client.sync()
+        cubeplug_client.sync(all_streams=True)
+        with cubeplug_client.stream() as a, cubeplug_client.stream() as b:
+            assert a != b
+        assert (cubeplug_client.to_numpy(h, "i32") == 10).all()

@@ -1,0 +1,2 @@
+from cubeplug.testing.suite import *  # noqa: F403
+CUBEPLUG_BACKEND, pytestmark = "cuda", pytest.mark.gpu  # noqa: F405
