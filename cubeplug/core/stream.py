@@ -230,7 +230,13 @@ class MultiStream(Generic[S, E]):
 
     def resolve(self, stream_id: int, bindings: Iterable[Binding] = ()) -> ResolvedStreams[S, E]:
         """Synchronise ``stream_id`` with the bindings' streams and advance its cursor."""
-        analysis = self.update_shared_bindings(stream_id, bindings)
+        return self.resolve_analysis(stream_id, self.update_shared_bindings(stream_id, bindings))
+
+    def resolve_analysis(
+        self, stream_id: int, analysis: SharedBindingAnalysis | None
+    ) -> ResolvedStreams[S, E]:
+        """:meth:`resolve` with the analysis already made (``update_shared_bindings`` records the
+        bindings' new last stream, so it must run exactly once per operation)."""
         if analysis is not None and analysis.slices:
             self.apply_analysis(stream_id, analysis)
         state = self.streams.get(stream_id)

@@ -31,8 +31,10 @@ def env_selector(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return value or None
 
 
-def resolve_selector(option: str | None, module_backend: str | None, env: Mapping[str, str] | None = None) -> str:
-    """The selector to test: the module's backend (refined by the option or ``CUBEPLUG_TEST_<NAME>``), else the option.
+def resolve_selector(
+    option: str | None, module_backend: str | None, env: Mapping[str, str] | None = None
+) -> str:
+    """The selector to test: the module's backend (its device refined by the option or the variable).
 
     A test module that names its backend runs against it whatever ``--cubeplug-backend`` says; the
     option (or the variable) only picks its device or platform when it names the same backend.
@@ -73,7 +75,7 @@ class BackendUnderTest:
         return cubeplug.client(self.selector)
 
     def fresh(self, **sections: Any) -> ComputeClient:
-        """A new client of the selector whose config has ``sections`` overridden, e.g. ``memory={"limit": 1}``."""
+        """A new client of the selector, its config's ``sections`` overridden (``memory={"limit": 1}``)."""
         from cubeplug.core.config import effective_config, with_overrides
         from cubeplug.core.plugins import registry
         from cubeplug.core.selection import select

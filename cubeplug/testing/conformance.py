@@ -9,9 +9,9 @@ unusable backend is an error here, where under pytest it is a skip).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -22,7 +22,7 @@ SUITE = "cubeplug.testing.test_conformance"
 _RANK = {"failed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "passed": 4}
 
 
-@dataclass
+@dataclass(eq=False)
 class Tally:
     """Outcomes of a run per test, and the reasons of the skips (a pytest plugin object)."""
 
@@ -54,7 +54,9 @@ class Tally:
 
     def summary(self) -> str:
         """``N passed, M failed, K skipped`` (plus xfailed / xpassed when there are any)."""
-        line = f"{self.count('passed')} passed, {self.count('failed')} failed, {self.count('skipped')} skipped"
+        line = (
+            f"{self.count('passed')} passed, {self.count('failed')} failed, {self.count('skipped')} skipped"
+        )
         for extra in ("xfailed", "xpassed"):
             if self.count(extra):
                 line += f", {self.count(extra)} {extra}"
@@ -69,8 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failure")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="list every test")
     parser.add_argument(
-        "pytest_args", nargs=argparse.REMAINDER, help="after --: more pytest arguments (e.g. -- -p no:randomly)"
-    )
+        "--pytest", dest="pytest_args", metavar="ARGS", default="",
+        help='more pytest arguments in one string, e.g. --pytest="-p no:xdist --durations=5"',
+    )  # fmt: skip
 
 
 def plugin_installed() -> bool:
@@ -90,8 +93,7 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
         argv += ["-k", args.keyword]
     if args.exitfirst:
         argv.append("-x")
-    extra: Sequence[str] = args.pytest_args or []
-    return argv + [a for a in extra if a != "--"]
+    return argv + shlex.split(args.pytest_args or "")
 
 
 def check_backend(selector: str) -> str:

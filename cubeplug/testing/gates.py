@@ -36,6 +36,11 @@ def require_dtype(client: Any, dtype: str) -> None:
         pytest.skip(lacks(dtype))
 
 
+def compiles_suite_dialect(client: Any) -> bool:
+    """True when the backend compiles one of the dialects the suite writes kernels in."""
+    return any(d in SUITE_DIALECTS for d in client.server.dialects)
+
+
 def suite_dialect(client: Any) -> str:
     """The first of the backend's dialects the suite writes kernels in; skip when there is none."""
     for dialect in client.server.dialects:

@@ -26,7 +26,15 @@ C_TYPES = {
     "u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64", "bool": "u8",
 }  # fmt: skip
 #: How each dtype is spelled in WGSL; the others cannot be declared there.
-WGSL_TYPES = {"f16": "f16", "f32": "f32", "f64": "f64", "i32": "i32", "u32": "u32", "i64": "i64", "u64": "u64"}
+WGSL_TYPES = {
+    "f16": "f16",
+    "f32": "f32",
+    "f64": "f64",
+    "i32": "i32",
+    "u32": "u32",
+    "i64": "i64",
+    "u64": "u64",
+}
 
 _MAIN = "@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)\n"
 _GID = "@builtin(global_invocation_id) g: vec3<u32>"
@@ -109,7 +117,7 @@ def _kernel(
     return Kernel(name, params, sources, cube_dim=cube_dim, **kw)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def typed_add(dtype: str) -> Kernel:
     """``y[i] = x[i] + a`` for ``i < n`` (``x[i] != a`` for bool); params interleave scalars and buffers."""
     name = f"typed_add_{dtype}"
@@ -126,12 +134,14 @@ def typed_add(dtype: str) -> Kernel:
     )
     wgsl = None
     if dtype in WGSL_TYPES:
-        wgsl = _MAIN + f"fn {name}({_GID}) {{\n    if (g.x < scalars.n) {{ y[g.x] = x[g.x] + scalars.a; }}\n}}\n"
+        wgsl = (
+            _MAIN + f"fn {name}({_GID}) {{\n    if (g.x < scalars.n) {{ y[g.x] = x[g.x] + scalars.a; }}\n}}\n"
+        )
     python = _py_typed_xor if dtype == "bool" else _py_typed_add
     return _kernel(name, params, python, c, wgsl)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def echo(dtypes: tuple[str, ...]) -> Kernel:
     """For each dtype in order, a scalar then a buffer; unit 0 writes every scalar to its buffer."""
     name = "echo_" + "_".join(dtypes)
@@ -148,7 +158,7 @@ def echo(dtypes: tuple[str, ...]) -> Kernel:
     return _kernel(name, params, _py_echo, c, wgsl, cube_dim=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def vec_scale(width: int) -> Kernel:
     """``v[i] = v[i] * a + (0, 1, 2, 3)[:width]`` on a ``vector=width`` f32 buffer."""
     name = f"vec_scale{width}"
@@ -170,7 +180,7 @@ def vec_scale(width: int) -> Kernel:
     return _kernel(name, params, _py_vec_scale, c, wgsl)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def atomic_count(dtype: str) -> Kernel:
     """``hits[0]`` (an atomic i32 or u32 buffer) counts the positive elements of ``x[:n]``."""
     name = f"atomic_count_{dtype}"
@@ -284,7 +294,9 @@ ADD_FROM = _kernel(
 ENTRY_DEFINES = _kernel(
     "defined_value",
     [Buffer("out", "i32", "write")],
-    "def suite_entry(launch, out):\n    out[0] = SUITE_VALUE * SUITE_SCALE\n    out[1] = launch.cube_dim[0]\n",
+    "def suite_entry(launch, out):\n"
+    "    out[0] = SUITE_VALUE * SUITE_SCALE\n"
+    "    out[1] = launch.cube_dim[0]\n",
     """KERNEL suite_entry(GLOBAL int* out) {
     if (ABSOLUTE_POS_X == 0) { out[0] = SUITE_VALUE * SUITE_SCALE; out[1] = (int)CUBE_DIM_X; }
 }

@@ -1,4 +1,4 @@
-"""The pytest plugin of the conformance suite (entry point ``pytest11``: ``cubeplug = cubeplug.testing.plugin``).
+"""The conformance suite's pytest plugin (entry point ``pytest11``: ``cubeplug = cubeplug.testing.plugin``).
 
 Options: ``--cubeplug-backend=NAME[:DEVICE]`` (any selector) picks the backend of
 ``pytest --pyargs cubeplug.testing``; ``--cubeplug-xfails=FILE`` marks the tests whose node id contains
@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="cubeplug_xfails",
         metavar="FILE",
         default=None,
-        help="file of node-id substrings (one a line, # comments) expected to fail; passing ones are reported",
+        help="file of node-id substrings (one a line, # comments) expected to fail; passes are reported",
     )
 
 

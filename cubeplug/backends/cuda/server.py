@@ -218,13 +218,14 @@ class CudaServer(ComputeServer):
             grid = (count.x, count.y, count.z)
         program: CudaProgram = compiled.program
         ms = self.multistream
-        if ms.update_shared_bindings(stream_id, buffers) is None:
+        analysis = ms.update_shared_bindings(stream_id, buffers)
+        if analysis is None:
             # Fast path: every buffer is this stream's or already synced with; no event, no pinning.
             state = ms.streams.get(stream_id)
             state.cursor += 1
             self._launch(program, state.stream, grid, pointers, scalars)
             return
-        with ms.resolve(stream_id, buffers) as res:
+        with ms.resolve_analysis(stream_id, analysis) as res:
             self._launch(program, res.stream, grid, pointers, scalars)
 
     def _hold(self, stream_id: int, tokens: list[Any]) -> None:

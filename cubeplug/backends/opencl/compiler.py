@@ -25,8 +25,14 @@ from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel
 
 #: Dialects in order of preference: native source first.
 DIALECTS = ("opencl", "c")
-#: Build options of every program.
+#: Build options of every program with parameters (for the signature check).
 BUILD_OPTIONS = ("-cl-kernel-arg-info",)
+
+
+def build_options(kernel: Kernel) -> tuple[str, ...]:
+    """The build options for ``kernel``: NVIDIA's OpenCL fails (ptxas parse error) on
+    ``-cl-kernel-arg-info`` for a kernel without parameters, and there is nothing to check then."""
+    return BUILD_OPTIONS if kernel.params else ()
 
 #: OpenCL type names (as kernel arg info reports them) that match each dtype.
 _TYPE_NAMES: dict[str, tuple[str, ...]] = {
@@ -126,7 +132,7 @@ def header_lines(ctx: DeviceContext, kernel: Kernel, dialect: str) -> int:
 
 def build_program(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache: bool) -> Any:
     """The built program for ``source`` on this device, from the memory or disk cache when it is there."""
-    key = (int(ctx.device.int_ptr), source, BUILD_OPTIONS)
+    key = (int(ctx.device.int_ptr), source, build_options(kernel))
     program = _programs.get(key) if cache else None
     if program is not None:
         return program
@@ -149,7 +155,7 @@ def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache:
     from pyopencl.cache import create_built_program_from_source_cached
     from pyopencl.characterize import has_src_build_cache
 
-    options = " ".join(BUILD_OPTIONS).encode()
+    options = " ".join(build_options(kernel)).encode()
     if cache and not has_src_build_cache(ctx.device):
         try:
             program, _ = create_built_program_from_source_cached(
@@ -160,7 +166,7 @@ def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache:
             if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
                 raise CompileError(
                     f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
-                    options=BUILD_OPTIONS,
+                    options=build_options(kernel),
                 ) from e
         # Build once more, uncached, to read the log from the program object.
     program = cl._cl._Program(ctx.context, source)
@@ -170,7 +176,7 @@ def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache:
         if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
             raise CompileError(
                 f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
-                options=BUILD_OPTIONS,
+                options=build_options(kernel),
             ) from e
         log = str(program.get_build_info(ctx.device, cl.program_build_info.LOG))
         raise _compile_error(ctx, kernel, dialect, source, log or str(e)) from e
@@ -196,7 +202,7 @@ def _compile_error(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str
         kernel=kernel.name,
         source=source,
         log=log,
-        options=BUILD_OPTIONS,
+        options=build_options(kernel),
         line=line,
         col=col,
     )
@@ -237,7 +243,7 @@ def compile_kernel(
         scalar_slots=scalar_slots,
         max_group_size=max_group,
         source=source,
-        options=BUILD_OPTIONS,
+        options=build_options(kernel),
         last_buffers=[None] * len(buffer_slots),
         scalar_args=[x for slot in scalar_slots for x in (slot, None)],
         build_seconds=time.perf_counter() - start,

@@ -66,7 +66,9 @@ class TestRoundTrip:
         for given in (data, bytearray(data), memoryview(data), arr, arr.reshape(8, 8)):
             assert bytes(cubeplug_client.read_one(cubeplug_client.create(given))) == data
         strided = np.arange(32, dtype=np.int32)[::2]  # not contiguous: uploaded as its logical values
-        np.testing.assert_array_equal(cubeplug_client.to_numpy(cubeplug_client.create(strided), "i32"), strided)
+        np.testing.assert_array_equal(
+            cubeplug_client.to_numpy(cubeplug_client.create(strided), "i32"), strided
+        )
 
     def test_read_many_and_async(self, cubeplug_client: Any) -> None:
         blobs = [random_bytes(n, n) for n in (5, 0, 1000, 4096)]

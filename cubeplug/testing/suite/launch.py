@@ -1,4 +1,4 @@
-"""The kernel ABI: every param kind and declared dtype in declared order, cube counts, checked and unchecked."""
+"""The kernel ABI: every param kind and declared dtype in declared order, cube counts, checked mode."""
 
 from __future__ import annotations
 
@@ -102,7 +102,10 @@ class TestLaunch:
         k = gates.kernel(cubeplug_client, kernels.typed_add("f32"))
         x = np.linspace(0, 1, ALLOC, dtype=np.float32)
         hx = cubeplug_client.create(x)
-        checked, unchecked = cubeplug_client.create(_sentinel("f32")), cubeplug_client.create(_sentinel("f32"))
+        checked, unchecked = (
+            cubeplug_client.create(_sentinel("f32")),
+            cubeplug_client.create(_sentinel("f32")),
+        )
         cubeplug_client.launch(k, kernels.cubes(N), [hx, checked], [0.5, N])
         cubeplug_client.launch_unchecked(k, kernels.cubes(N), [hx, unchecked], [0.5, N])
         a, b = cubeplug_client.read([checked, unchecked])
@@ -115,7 +118,9 @@ class TestLaunch:
             h = cubeplug_client.create(np.zeros(2 * kernels.CUBE + 1, np.uint32))
             cubeplug_client.launch(k, count, [h], [i, 10**6])
             got = cubeplug_client.to_numpy(h, "u32")
-            np.testing.assert_array_equal(got[:-1], i + np.arange(2 * kernels.CUBE), err_msg=f"count {count!r}")
+            np.testing.assert_array_equal(
+                got[:-1], i + np.arange(2 * kernels.CUBE), err_msg=f"count {count!r}"
+            )
             assert got[-1] == 0, f"count {count!r} ran more than 2 cubes"
 
 

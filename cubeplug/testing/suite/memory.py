@@ -29,8 +29,10 @@ def _settled(client: Any, baseline: MemoryUsage) -> None:
     """Wait until in-use figures are back to ``baseline`` (work that held the memory has completed)."""
     client.sync(all_streams=True)
     wait_until(
-        lambda: _usage(client).bytes_in_use == baseline.bytes_in_use
-        and _usage(client).number_allocs == baseline.number_allocs,
+        lambda: (
+            _usage(client).bytes_in_use == baseline.bytes_in_use
+            and _usage(client).number_allocs == baseline.number_allocs
+        ),
         f"memory in use returns to {baseline} once the handles are gone",
     )
 

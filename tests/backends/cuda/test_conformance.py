@@ -1,2 +1,5 @@
+import pytest
+
 from cubeplug.testing.suite import *  # noqa: F403
-CUBEPLUG_BACKEND, pytestmark = "cuda", pytest.mark.gpu  # noqa: F405
+
+CUBEPLUG_BACKEND, pytestmark = "cuda", pytest.mark.gpu

@@ -1,2 +1,3 @@
 from cubeplug.testing.suite import *  # noqa: F403
+
 CUBEPLUG_BACKEND = "webgpu"

@@ -1,0 +1,213 @@
+"""The conformance suite itself: it catches broken backends, skips only by capability, and its tooling works.
+
+Each scenario runs the suite in a child pytest against a "mutant": the CPU backend registered in
+process under another name with one thing broken (or one capability removed), so the suite's
+verdict can be checked from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cubeplug
+from cubeplug.testing.backend import resolve_selector
+from cubeplug.testing.conformance import plugin_installed
+from cubeplug.testing.gates import NO_DIALECT
+from cubeplug.testing.plugin import read_xfails
+
+ROOT = Path(cubeplug.__file__).resolve().parents[1]
+
+MUTANT = """
+import dataclasses
+from cubeplug.backends.cpu.server import CpuServer
+from cubeplug.backends.cpu.storage import CpuStorage
+from cubeplug.core.backend import DeviceInfo
+from cubeplug.core.handle import Handle
+from cubeplug.plugin import BackendSpec, CompileError, Probe, hookimpl
+
+MUTATION = {mutation!r}
+
+
+class Mutant(CpuServer):
+    def __init__(self, storage, config, device):
+        super().__init__(storage, config, device)
+        self.backend = "mutant"
+        self.info = DeviceInfo("mutant", device, "mutant " + MUTATION)
+        if MUTATION == "caps":
+            self.capabilities = dataclasses.replace(
+                self.capabilities, dtypes=frozenset({{"f32", "i32", "u32"}}), fp16=False, fp64=False,
+                int64=False, atomics=False, dynamic_count=False, max_alloc_bytes=0,
+            )
+        if MUTATION == "nodialect":
+            self.dialects = ("klingon",)
+
+    def compile(self, kernel, dialect, mode):
+        try:
+            return super().compile(kernel, dialect, mode)
+        except CompileError as e:  # the CPU compiler names its own backend
+            e.backend = "mutant"
+            raise
+
+    def execute(self, stream_id, compiled, count, buffers, scalars):
+        if MUTATION == "offsets":  # binds every buffer at the start of its allocation
+            buffers = [Handle(h.memory(), h.client, h.nbytes, h.stream, h.cursor, 0, h.nbytes - h.size)
+                       for h in buffers]
+        if MUTATION == "scalars":  # passes the scalars in reverse order
+            scalars = scalars[::-1]
+        super().execute(stream_id, compiled, count, buffers, scalars)
+
+
+@hookimpl
+def cubeplug_backends():
+    return [BackendSpec("mutant", "a broken CPU backend", ("python",), lambda: Probe(True), kind="cpu")]
+
+
+@hookimpl
+def cubeplug_compute_storage(backend, device, config):
+    return CpuStorage()
+
+
+@hookimpl
+def cubeplug_compute_server(backend, device, config, storage, streams):
+    return Mutant(storage, config, device)
+"""
+
+SUITE_MODULE = """
+import cubeplug, mutant_plugin
+cubeplug.register_backend(mutant_plugin)
+from cubeplug.testing.suite import *  # noqa
+CUBEPLUG_BACKEND = "mutant"
+"""
+
+
+def _env(path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(path), str(ROOT), env.get("PYTHONPATH", "")])
+    env.pop("CUBEPLUG_BACKEND", None)
+    return env
+
+
+def run_mutant(tmp_path: Path, mutation: str, *args: str) -> tuple[int, str]:
+    """Run the suite on a mutant in a child pytest; (exit status, output)."""
+    (tmp_path / "mutant_plugin.py").write_text(MUTANT.format(mutation=mutation))
+    (tmp_path / "test_mutant.py").write_text(SUITE_MODULE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    plugin = [] if plugin_installed() else ["-p", "cubeplug.testing.plugin"]
+    cmd = [sys.executable, "-m", "pytest", "test_mutant.py", "-p", "no:cacheprovider", "-q", "-rfEs", *plugin]
+    proc = subprocess.run(
+        [*cmd, *args], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def failed(output: str) -> set[str]:
+    """The test names (``Class::test[param]``) reported as failed."""
+    return set(re.findall(r"^FAILED \S+::(\S+::\S+)", output, re.M))
+
+
+def test_ignored_offsets_are_caught(tmp_path: Path) -> None:
+    code, out = run_mutant(tmp_path, "offsets", "-k", "TestViews or TestLaunch")
+    assert code == 1, out
+    assert {
+        "TestViews::test_launch_on_view",
+        "TestViews::test_two_views_of_one_allocation",
+        "TestLaunch::test_vector_buffer_on_a_view",
+    } <= failed(out), out
+
+
+def test_reordered_scalars_are_caught(tmp_path: Path) -> None:
+    code, out = run_mutant(tmp_path, "scalars", "-k", "TestLaunch")
+    assert code == 1, out
+    assert {
+        "TestLaunch::test_every_declared_dtype[f32]",
+        "TestLaunch::test_entry_point_and_defines",
+    } - failed(out) == {"TestLaunch::test_entry_point_and_defines"}, out  # no scalars there: unaffected
+
+
+def test_missing_capabilities_skip_with_their_names(tmp_path: Path) -> None:
+    code, out = run_mutant(tmp_path, "caps")
+    assert code == 0, out
+    reasons = set(re.findall(r"^SKIPPED \[\d+\] \S+: (.*)$", out, re.M))
+    assert reasons == {
+        "backend lacks atomics",
+        "backend lacks dynamic_count",
+        "backend lacks max_alloc_bytes",
+        "backend lacks device_timing",
+        "backend lacks pitched_tensors",
+        *(f"backend lacks {d}" for d in ("f16", "f64", "i8", "i16", "i64", "u8", "u16", "u64", "bool")),
+    }, out
+
+
+def test_no_suite_dialect_skips_launches_only(tmp_path: Path) -> None:
+    code, out = run_mutant(tmp_path, "nodialect")
+    assert code == 0, out
+    reasons = set(re.findall(r"^SKIPPED \[\d+\] \S+: (.*)$", out, re.M))
+    assert NO_DIALECT in reasons and all(r == NO_DIALECT or r.startswith("backend lacks") for r in reasons), (
+        out
+    )
+    passed = int(re.search(r"(\d+) passed", out).group(1))  # type: ignore[union-attr]
+    assert passed > 50, out  # memory, data, bad input and to_client need no kernel
+
+
+def test_xfail_list_marks_and_reports(tmp_path: Path) -> None:
+    xfails = tmp_path / "xfails.txt"
+    xfails.write_text(
+        "# known failures of the mutant\n"
+        "TestViews::test_launch_on_view  # offsets ignored\n"
+        "TestViews::test_offsets_accumulate\n"
+        "TestNothing::test_gone\n"
+    )
+    assert read_xfails(xfails) == [
+        "TestViews::test_launch_on_view", "TestViews::test_offsets_accumulate", "TestNothing::test_gone",
+    ]  # fmt: skip
+    code, out = run_mutant(tmp_path, "offsets", "-k", "test_launch_on_view or test_offsets_accumulate",
+                           f"--cubeplug-xfails={xfails}")  # fmt: skip
+    assert code == 0, out
+    assert "1 xfailed" in out and "1 xpassed" in out, out
+    assert "XPASS 'TestViews::test_offsets_accumulate'" in out and "remove the entry" in out, out
+    assert "UNUSED 'TestNothing::test_gone'" in out, out
+
+
+def test_cli_summary_line(tmp_path: Path) -> None:
+    xfails = tmp_path / "xfails.txt"
+    xfails.write_text("TestIdentity::test_identity\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "cubeplug", "conformance", "cpu", "-k", "TestIdentity or test_pitched_rows",
+         "--xfails", str(xfails)],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "1 passed, 0 failed, 1 skipped, 1 xpassed" in lines, proc.stdout
+    assert "  skipped 1: backend lacks pitched_tensors" in lines, proc.stdout
+
+
+def test_cli_fails_on_an_unusable_backend(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cubeplug", "conformance", "no-such-backend"],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "no-such-backend" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "module", "env", "expected"),
+    [
+        (None, None, {}, "auto"),
+        ("opencl:1", None, {}, "opencl:1"),
+        (None, "cpu", {}, "cpu"),
+        ("opencl:pocl:0", "cpu", {}, "cpu"),  # a module naming its backend keeps it
+        ("opencl:pocl:0", "opencl", {}, "opencl:pocl:0"),  # the option picks its device
+        (None, "opencl", {"CUBEPLUG_TEST_OPENCL": "opencl:nvidia:0"}, "opencl:nvidia:0"),
+    ],
+)
+def test_selector_resolution(
+    option: str | None, module: str | None, env: dict[str, str], expected: str
+) -> None:
+    assert resolve_selector(option, module, env) == expected
