@@ -11,6 +11,6 @@ for platform in cl.get_platforms():
                 try:
                     cl.Program(ctx, src).build(options=opts)
                     ok = "ok"
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     ok = "FAIL " + str(e).splitlines()[0][:80]
                 print(f"{device.name[:20]:20} {src:55} {' '.join(opts):22} {ok}")

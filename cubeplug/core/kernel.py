@@ -37,7 +37,10 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "bool": np.dtype(np.bool_),
 }
 _NAMES_BY_DTYPE = {dt: name for name, dt in DTYPES.items()}
-_INT_BOUNDS = {dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in DTYPES.values() if dt.kind in "iu"}
+_INT_BOUNDS = {
+    dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) for dt in DTYPES.values() if dt.kind in "iu"
+}
+_NUMBERS = (int, float, np.integer, np.floating)
 _FLOAT_MAX = {dt: float(np.finfo(dt).max) for dt in DTYPES.values() if dt.kind == "f"}
 
 Access = Literal["read", "write", "read_write"]
@@ -181,6 +184,8 @@ class Kernel:
     buffer_params: tuple[Buffer, ...] = field(init=False, repr=False)
     scalar_params: tuple[Scalar, ...] = field(init=False, repr=False)
     scalar_dtypes: tuple[np.dtype[Any], ...] = field(init=False, repr=False)
+    buffer_itemsizes: tuple[int, ...] = field(init=False, repr=False)
+    _scalar_checks: tuple[tuple[type, Any, Any, Any], ...] = field(init=False, repr=False)
     digest: str = field(init=False, repr=False)
 
     def __init__(
@@ -217,6 +222,8 @@ class Kernel:
         set_(self, "buffer_params", tuple(p for p in params if isinstance(p, Buffer)))
         set_(self, "scalar_params", tuple(p for p in params if isinstance(p, Scalar)))
         set_(self, "scalar_dtypes", tuple(DTYPES[p.dtype] for p in self.scalar_params))
+        set_(self, "buffer_itemsizes", tuple(p.itemsize for p in self.buffer_params))
+        set_(self, "_scalar_checks", tuple(_fast_check(DTYPES[p.dtype]) for p in self.scalar_params))
         h = hashlib.sha256(repr((name, params, self.cube_dim, sorted(self.defines.items()))).encode())
         for dialect in sorted(self.sources):
             src = self.sources[dialect]
@@ -253,10 +260,27 @@ class Kernel:
                 f"kernel {self.name!r} takes {len(self.scalar_params)} scalars "
                 f"({', '.join(p.name for p in self.scalar_params) or 'none'}), got {len(values)}"
             )
-        return [to_scalar(p, v, self.name) for p, v in zip(self.scalar_params, values)]
+        out = []
+        for (ctype, lo, hi, make), p, v in zip(self._scalar_checks, self.scalar_params, values):
+            # Fast path: a Python int or float within the dtype's range (the usual case).
+            if type(v) is ctype and lo <= v <= hi:
+                out.append(make(v))
+            else:
+                out.append(to_scalar(p, v, self.name))
+        return out
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, {len(self.params)} params, cube_dim={self.cube_dim})"
+
+
+def _fast_check(dt: np.dtype[Any]) -> tuple[type, Any, Any, Any]:
+    """(Python type, low, high, constructor) for values that skip the full conversion to ``dt``."""
+    if dt in _INT_BOUNDS:
+        lo, hi = _INT_BOUNDS[dt]
+        return (int, lo, hi, dt.type)
+    if dt in _FLOAT_MAX:
+        return (float, -_FLOAT_MAX[dt], _FLOAT_MAX[dt], dt.type)
+    return (type(None), 1, 0, dt.type)  # never matches: bools go through to_scalar
 
 
 def _callable_key(fn: Callable[..., Any]) -> str:
@@ -283,7 +307,7 @@ def to_scalar(param: Scalar, value: Any, kernel: str = "?") -> Any:
     if dt.kind in "iu":
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
             raise ValidationError(f"{where}: {value!r} is not an integer")
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS):
             raise ValidationError(f"{where}: {value!r} is not a number")
         iv = int(value)
         lo, hi = _INT_BOUNDS[dt]
@@ -291,7 +315,7 @@ def to_scalar(param: Scalar, value: Any, kernel: str = "?") -> Any:
             raise ValidationError(f"{where}: {iv} does not fit in {lo}..{hi}")
         return dt.type(iv)
     if dt.kind == "f":
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS):
             raise ValidationError(f"{where}: {value!r} is not a number")
         fv = float(value)
         if np.isfinite(fv) and abs(fv) > _FLOAT_MAX[dt]:

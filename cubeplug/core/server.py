@@ -288,21 +288,20 @@ class ComputeServer(ABC):
                 f"kernel {kernel.name!r} takes {len(params)} buffers ({names}), got {len(buffers)}"
             )
         align = self._align
-        for param, handle in zip(params, buffers):
-            self.check_handle(handle, f"buffer {param.name!r}")
-            itemsize = param.itemsize
-            if handle.size % itemsize:
+        for param, itemsize, handle in zip(params, kernel.buffer_itemsizes, buffers):
+            if type(handle) is not Handle or handle._owner is not self or handle._memory is None:
+                self.check_handle(handle, f"buffer {param.name!r}")
+            start = handle.start
+            if (handle.nbytes - start - handle.end) % itemsize:
                 raise ValidationError(
                     f"buffer {param.name!r} ({param.dtype}) has {handle.size} B, not a multiple of its "
                     f"element size {itemsize} B"
                 )
-            if align > 1 and handle.start % align:
+            if start % align:
                 raise ValidationError(
-                    f"buffer {param.name!r} is bound at byte offset {handle.start}; {self.backend} needs "
+                    f"buffer {param.name!r} is bound at byte offset {start}; {self.backend} needs "
                     f"offsets aligned to {align} B"
                 )
-        if not isinstance(count, CubeCount):
-            raise ValidationError(f"count must be a CubeCount, got {type(count).__name__}")
         if count.handle is not None:
             self.check_handle(count.handle, "CubeCount.dynamic handle")
             if count.handle.size < 12:

@@ -493,7 +493,7 @@ def test_bad_inputs_keep_other_handles_intact(client) -> None:  # type: ignore[n
     assert client.to_numpy(good, "i32")[0] == got[0] + 1
 
 
-def test_dropping_a_handle_with_queued_work_keeps_its_memory(fresh_client: Any) -> None:
+def test_dropping_a_handle_with_queued_work_keeps_its_memory(fresh_client) -> None:  # type: ignore[no-untyped-def]
     """Queued work holds the slice: a handle dropped before the flush is not reused under it."""
     from tests.backends.webgpu.kernels import AXPY
 
