@@ -413,6 +413,8 @@ def _doctor_run(args: argparse.Namespace) -> int:
 
 COMMANDS["list"] = Command("list the installed backends and their status", _list_arguments, _list_run)
 COMMANDS["doctor"] = Command("report versions, config, plugins and devices", _doctor_arguments, _doctor_run)
+COMMANDS["bench"] = LazyCommand("cubeplug.bench", "benchmark backends against their raw libraries")
+COMMANDS["cache"] = LazyCommand("cubeplug.core.tune.command", "show or clear the autotune cache")
 COMMANDS["conformance"] = LazyCommand("cubeplug.testing.conformance", "run the backend conformance suite")
 
 

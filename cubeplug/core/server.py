@@ -236,7 +236,7 @@ class ComputeServer(ABC):
         else:
             compiled = self._compiled.get(kernel)
             if compiled is None:
-                compiled = self._compile(kernel, mode)
+                compiled = self._compiled[kernel] = self._compile(kernel, mode)
             values = [dt.type(v) for dt, v in zip(kernel.scalar_dtypes, scalars)]
         if count.is_empty:
             return
@@ -266,8 +266,7 @@ class ComputeServer(ABC):
     def _compile(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
         dialect = kernel.pick_dialect(self.dialects, self.backend)
         key = kernel.kernel_id(mode, dialect)
-        compiled = self.compile_cache.get(key, lambda: self._compile_new(kernel, dialect, mode))
-        self._compiled[kernel] = compiled
+        compiled: Compiled = self.compile_cache.get(key, lambda: self._compile_new(kernel, dialect, mode))
         return compiled
 
     def _compile_new(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> Compiled:

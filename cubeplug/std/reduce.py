@@ -7,6 +7,8 @@ Candidates (:data:`REDUCE_SUM`), all with 256 units per cube:
   sixteen elements per unit before the grid-stride loop wraps.
 * ``vec4``, ``vec4_x4``, ``vec4_x16``, ``vec4_x64``: the same with float4 loads (four independent
   loads in flight per unit), 1 / 4 / 16 / 64 vectors per unit; need a 16-byte aligned view.
+* ``vec4_resident``: float4 loads with one wave of cubes (8 per compute unit, as the device reports
+  them), each unit looping over the whole input.
 * ``atomic_x16``, ``atomic_vec4_x16``: one pass; each cube adds its partial to the result with an
   atomic compare-and-swap loop on the float's bits (``atomicAdd`` on CUDA), which works on every
   backend with 32-bit atomics. The order of the additions varies from run to run.
@@ -216,13 +218,25 @@ def _bind(x: Handle, n: int, vector: bool) -> tuple[list[Handle], int]:
     return [x], n
 
 
-def two_pass(vector: bool, per_unit: int) -> Any:
-    """A strategy: partial sums per cube, then one cube sums the partials."""
+def resident_cubes(client: Any) -> int:
+    """Cubes that fill the device once: 8 per compute unit (SM) when the device says how many it has."""
+    props = client.properties
+    units = props.get("sm_count") or props.get("compute_units") or 128
+    return 8 * int(units)
+
+
+def two_pass(vector: bool, per_unit: int, resident: bool = False) -> Any:
+    """A strategy: partial sums per cube, then one cube sums the partials.
+
+    ``per_unit`` items per unit set the cube count; ``resident`` caps it at one wave of the device.
+    """
     first = kernel(vector, False)
 
     def run(client: Any, x: Handle, n: int) -> Handle:
         bound, items = _bind(x, n, vector)
         cubes = checks.groups(items, CUBE * per_unit)
+        if resident:
+            cubes = min(cubes, resident_cubes(client))
         out = client.empty(4)
         if cubes == 1:
             client.launch_unchecked(first, CubeCount(1), [*bound, out], [n])
@@ -292,6 +306,7 @@ REDUCE_SUM = TunableSet(
         Tunable("vec4_x4", two_pass(True, 4), priority=2, applicable=_vector),
         Tunable("vec4_x16", two_pass(True, 16), priority=2, applicable=_vector),
         Tunable("vec4_x64", two_pass(True, 64), priority=1, applicable=_vector),
+        Tunable("vec4_resident", two_pass(True, 4, resident=True), priority=2, applicable=_vector),
         Tunable("atomic_x16", one_pass_atomic(False, 16), priority=0, applicable=_atomic),
         Tunable("atomic_vec4_x16", one_pass_atomic(True, 16), priority=1, applicable=_atomic_vector),
     ],

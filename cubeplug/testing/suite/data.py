@@ -10,6 +10,7 @@ import pytest
 from cubeplug.core.handle import Tensor
 from cubeplug.core.kernel import DTYPES
 from cubeplug.testing import gates, kernels
+from cubeplug.testing.waiting import wait_until
 
 MiB = 1 << 20
 ROUND_TRIP_SIZES = [0, 1, 3, 4095, MiB + 1]
@@ -152,7 +153,8 @@ class TestViews:
 
     def test_can_mut(self, cubeplug_client: Any) -> None:
         h = cubeplug_client.create(b"abcd" * 16)
-        assert h.can_mut()
+        cubeplug_client.sync()
+        wait_until(h.can_mut, "a handle no view and no queued work holds can be mutated")
         view = h.offset_start(16)
         assert not h.can_mut() and not view.can_mut()
         del view

@@ -1,0 +1,149 @@
+"""Raw-library baselines: the same work done directly with each backend's library, in the same run.
+
+A :class:`RawLibrary` measures, for one client's device: launches of a tiny kernel (the same
+computation as the bench's cubeplug kernel), reserve + release of 1 MiB, host uploads and
+downloads (pageable, and staged through pinned memory where the library has it), device-to-device
+copies, and the library baselines of reduce_sum and matmul (CuPy for CUDA, NumPy for the others).
+GPU libraries are imported only when a baseline is built.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from cubeplug.bench.timing import Figure, per_call, seconds
+
+MIB = 1 << 20
+#: The tiny kernel every launch figure runs: ``x[i] = x[i] * a + 1`` on 64 floats, one cube of 64.
+TINY_N = 64
+
+
+class RawLibrary(ABC):
+    """Baselines of one library on one device; every figure is seconds per operation."""
+
+    #: The library's name and version, e.g. "pyopencl 2026.1.4".
+    library = "numpy"
+    #: "device" when copy / reduce / matmul times come from device events, else "host".
+    timing = "host"
+    #: What reserve + release calls, and what the reduce / matmul baselines call.
+    alloc_call = "numpy.empty"
+    reduce_call = "numpy.sum"
+    matmul_call = "numpy.matmul"
+
+    @abstractmethod
+    def launch(self, n: int, repeats: int) -> Figure:
+        """Seconds per launch of the tiny kernel, ``n`` launches then a drain."""
+
+    @abstractmethod
+    def alloc(self, n: int, repeats: int) -> Figure:
+        """Seconds per reserve + release of 1 MiB."""
+
+    @abstractmethod
+    def upload(self, host: np.ndarray, staged: bool, iters: int, repeats: int) -> Figure | None:
+        """Seconds per host-to-device copy of ``host`` (None: the library has no such path)."""
+
+    @abstractmethod
+    def download(self, nbytes: int, staged: bool, iters: int, repeats: int) -> Figure | None:
+        """Seconds per device-to-host copy of ``nbytes`` (None: the library has no such path)."""
+
+    @abstractmethod
+    def copy(self, nbytes: int, iters: int, repeats: int) -> Figure:
+        """Seconds per device-to-device copy of ``nbytes`` (the copy peak)."""
+
+    def reduce(self, host: np.ndarray, iters: int, repeats: int) -> Figure:
+        """Seconds per sum of ``host`` by the library baseline (NumPy here)."""
+        return seconds(lambda: [host.sum(dtype=np.float32) for _ in range(iters)], repeats).scaled(iters)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, iters: int, repeats: int) -> Figure:
+        """Seconds per ``a @ b`` by the library baseline (NumPy here)."""
+        return seconds(lambda: [a @ b for _ in range(iters)], repeats).scaled(iters)
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Free what the baselines allocated."""
+
+
+class NumpyRaw(RawLibrary):
+    """The CPU backend's baseline: NumPy on the host (its kernels are NumPy functions)."""
+
+    def __init__(self, client: Any) -> None:
+        self.library = f"numpy {np.__version__}"
+        self._x = np.zeros(TINY_N, np.float32)
+
+    def launch(self, n: int, repeats: int) -> Figure:
+        """The tiny kernel as a NumPy statement, called directly."""
+        x = self._x
+        a = np.float32(1.0)
+
+        def calls(k: int) -> None:
+            for _ in range(k):
+                x[:TINY_N] = x[:TINY_N] * a + 1
+
+        return per_call(calls, n, repeats, lambda: None)
+
+    def alloc(self, n: int, repeats: int) -> Figure:
+        """``numpy.empty(1 MiB)`` and its release."""
+
+        def calls(k: int) -> None:
+            for _ in range(k):
+                h = np.empty(MIB, np.uint8)
+                del h
+
+        return per_call(calls, n, repeats, lambda: None)
+
+    def upload(self, host: np.ndarray, staged: bool, iters: int, repeats: int) -> Figure | None:
+        """A memcpy into another host array (no staging on the host)."""
+        if staged:
+            return None
+        dst = np.empty_like(host)
+        return seconds(lambda: [np.copyto(dst, host) for _ in range(iters)], repeats).scaled(iters)
+
+    def download(self, nbytes: int, staged: bool, iters: int, repeats: int) -> Figure | None:
+        """A memcpy of ``nbytes`` (the same as an upload on the host)."""
+        if staged:
+            return None
+        return self.upload(np.zeros(nbytes, np.uint8), False, iters, repeats)
+
+    def copy(self, nbytes: int, iters: int, repeats: int) -> Figure:
+        """``numpy.copyto`` between two arrays."""
+        src = np.ones(nbytes, np.uint8)
+        dst = np.empty_like(src)
+        return seconds(lambda: [np.copyto(dst, src) for _ in range(iters)], repeats).scaled(iters)
+
+
+def raw_for(client: Any) -> RawLibrary | None:
+    """The baseline of a client's backend (None for backends this bench has no raw baseline of)."""
+    backend = client.backend
+    if backend == "cpu":
+        return NumpyRaw(client)
+    if backend == "opencl":
+        from cubeplug.bench.raw_opencl import OpenCLRaw
+
+        return OpenCLRaw(client)
+    if backend == "webgpu":
+        from cubeplug.bench.raw_webgpu import WgpuRaw
+
+        return WgpuRaw(client)
+    if backend == "cuda":
+        from cubeplug.bench.raw_cuda import CupyRaw
+
+        return CupyRaw(client)
+    return None
+
+
+def host_seconds(run: Any, wait: Any, iters: int, repeats: int) -> Figure:
+    """Seconds per iteration of ``run()`` issued ``iters`` times, then ``wait()``, after a warm-up."""
+    run()
+    wait()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            run()
+        wait()
+        samples.append((time.perf_counter() - t0) / iters)
+    samples.sort()
+    return Figure(samples[len(samples) // 2], samples[0])
