@@ -166,7 +166,8 @@ def select(
     backend = reg.backend(sel.backend)  # unknown, blocked or failed: raises
     probe = reg.probe(sel.backend)
     if not probe.ok:
-        hint = f" ({backend.spec.install_hint})" if backend.spec.install_hint else ""
+        install = backend.spec.install_hint
+        hint = f" ({install})" if install and install not in probe.reason else ""
         raise BackendUnavailableError(
             f"backend {sel.backend!r} selected by {origin} is unavailable here: {probe.reason}{hint}"
         )

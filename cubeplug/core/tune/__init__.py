@@ -10,6 +10,8 @@ results in memory only; ``[autotune.bench]`` tunes the measuring (see :mod:`.set
 from __future__ import annotations
 
 from cubeplug.core.tune.cache import (
+    DB_NAME,
+    ENV_CACHE_DIR,
     CacheEntry,
     Namespace,
     PersistentCache,
@@ -36,6 +38,8 @@ from cubeplug.core.tune.tuner import (
 )
 
 __all__ = [
+    "DB_NAME",
+    "ENV_CACHE_DIR",
     "LEVELS",
     "LEVEL_SETTINGS",
     "AutotuneKey",

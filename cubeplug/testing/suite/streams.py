@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from cubeplug.core.stream import stream_scope
 from cubeplug.testing import gates, kernels
 
 CHAIN = 300
@@ -115,6 +116,41 @@ class TestStreams:
             got_src = cubeplug_client.to_numpy(src, "i32")
         got_dst = cubeplug_client.to_numpy(dst, "i32")
         assert (got_dst == 20).all() and (got_src == 6).all()
+
+    def test_dropped_handle_keeps_memory_for_queued_work(self, cubeplug_client: Any) -> None:
+        add_from = gates.kernel(cubeplug_client, kernels.ADD_FROM)
+        add_one = gates.kernel(cubeplug_client, kernels.ADD_ONE)
+        src = cubeplug_client.create(np.full(N, 3, np.int32))
+        dst = cubeplug_client.create(np.zeros(N, np.int32))
+        for _ in range(20):  # work queued after src's upload keeps the device busy
+            cubeplug_client.launch(add_one, kernels.cubes(N), [dst], [N])
+        cubeplug_client.launch(add_from, kernels.cubes(N), [src, dst], [N])
+        src.drop()  # the queued launch still reads src's memory: it must not be lent again before
+        again = [cubeplug_client.create(np.full(N, 100, np.int32)) for _ in range(4)]
+        np.testing.assert_array_equal(cubeplug_client.to_numpy(dst, "i32"), np.full(N, 23, np.int32))
+        for h in again:
+            np.testing.assert_array_equal(cubeplug_client.to_numpy(h, "i32"), np.full(N, 100, np.int32))
+
+    def test_memory_of_another_stream_is_not_reused_while_in_use(self, cubeplug_client: Any) -> None:
+        add_from = gates.kernel(cubeplug_client, kernels.ADD_FROM)
+        add_one = gates.kernel(cubeplug_client, kernels.ADD_ONE)
+        with cubeplug_client.stream() as owner:
+            src = cubeplug_client.create(np.full(N, 2, np.int32))
+            cubeplug_client.sync()
+        with cubeplug_client.stream():
+            dst = cubeplug_client.create(np.zeros(N, np.int32))
+            cubeplug_client.launch(add_from, kernels.cubes(N), [src, dst], [N])  # first use: waits
+            cubeplug_client.sync()
+            for _ in range(20):
+                cubeplug_client.launch(add_one, kernels.cubes(N), [dst], [N])
+            cubeplug_client.launch(add_from, kernels.cubes(N), [src, dst], [N])  # synced: no wait
+            del src  # the owner stream's pools must keep the slice until this stream's work is done
+            with stream_scope(owner):
+                again = [cubeplug_client.create(np.full(N, 9, np.int32)) for _ in range(4)]
+            got = cubeplug_client.to_numpy(dst, "i32")
+        np.testing.assert_array_equal(got, np.full(N, 24, np.int32))
+        for h in again:
+            np.testing.assert_array_equal(cubeplug_client.to_numpy(h, "i32"), np.full(N, 9, np.int32))
 
     def test_flush_and_sync(self, cubeplug_client: Any) -> None:
         h = cubeplug_client.create(np.zeros(N, np.int32))
