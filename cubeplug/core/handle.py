@@ -63,8 +63,8 @@ class Handle:
 
     @property
     def client(self) -> Any:
-        """The client (server) that owns this memory."""
-        return self._owner
+        """The client that owns this memory."""
+        return getattr(self._owner, "client", None)
 
     def offset_start(self, nbytes: int) -> Handle:
         """A view that starts ``nbytes`` further in; offsets accumulate."""

@@ -409,6 +409,7 @@ def test_to_client_same_client_copies(cpu_client) -> None:  # type: ignore[no-un
 
 
 def test_properties_and_identity(cpu_client) -> None:  # type: ignore[no-untyped-def]
+    assert cpu_client.empty(4).client is cpu_client
     assert cpu_client.backend == "cpu"
     assert cpu_client.device.index == 0
     assert cpu_client.capabilities.fp64
