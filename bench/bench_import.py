@@ -42,7 +42,9 @@ def median_ms(code: str, env: dict[str, str], runs: int = 15) -> float:
     """Median seconds (as ms) that ``code`` reports over ``runs`` fresh interpreters."""
     times = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
         times.append(float(out.stdout.strip().splitlines()[-1]))
     return statistics.median(times) * 1e3
 
@@ -60,7 +62,11 @@ def main() -> None:
             "import_and_cli_list_ms": median_ms(LIST, env),
         }
     for key, value in figures.items():
-        goal = "  (goal < 150 ms: " + ("met)" if value < 150 else "MISSED)") if key == "import_cubeplug_ms" else ""
+        goal = (
+            "  (goal < 150 ms: " + ("met)" if value < 150 else "MISSED)")
+            if key == "import_cubeplug_ms"
+            else ""
+        )
         print(f"{key:<28} {value:8.1f} ms{goal}")
     if args.json:
         result = {

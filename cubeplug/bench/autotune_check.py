@@ -60,7 +60,9 @@ def check(client: Any, selector: str, op: str, size: int, samples: int = 10) -> 
         "within_5_percent": picked.median <= 1.05 * best.median,
         "second_process": second,
         "second_process_reused": bool(
-            second.get("tunings") == 0 and second.get("persistent_hits") == 1 and second.get("fastest") == chosen
+            second.get("tunings") == 0
+            and second.get("persistent_hits") == 1
+            and second.get("fastest") == chosen
         ),
     }
 

@@ -78,7 +78,11 @@ def describe(client: Any) -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     """Python, the platform and the version of every relevant distribution ("-" when absent)."""
-    out = {"python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine()}
+    out = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
     for dist in _DISTRIBUTIONS:
         try:
             out[dist] = metadata.version(dist)

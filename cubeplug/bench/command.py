@@ -33,9 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a backend selector (cuda, opencl, opencl:nvidia:0, webgpu, cpu); repeatable; default: auto",
     )  # fmt: skip
     which.add_argument("--all", action="store_true", help="every backend usable here")
-    parser.add_argument("--quick", action="store_true", help="small sizes, minimal autotuning (about a minute)")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, minimal autotuning (about a minute)"
+    )
     parser.add_argument("--json", metavar="FILE", help="write every figure, the device and versions as JSON")
-    parser.add_argument("--plot", metavar="FILE.png", help="plot bandwidth against size per backend (matplotlib)")
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="plot bandwidth against size per backend (matplotlib)"
+    )
     parser.add_argument(
         "--autotune-check", action="store_true",
         help="compare the tuner's choice with every candidate measured exhaustively, and check that a "
@@ -169,7 +173,9 @@ def run(args: argparse.Namespace) -> int:
     doc: dict[str, Any] = {
         "cubeplug_bench": 1,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "cubeplug " + " ".join(sys.argv[1:]) if sys.argv and "cubeplug" in sys.argv[0] else "cubeplug bench",
+        "command": "cubeplug " + " ".join(sys.argv[1:])
+        if sys.argv and "cubeplug" in sys.argv[0]
+        else "cubeplug bench",
         "quick": bool(args.quick),
         "versions": versions(),
         "backends": {},

@@ -99,7 +99,7 @@ class NumpyRaw(RawLibrary):
         if staged:
             return None
         dst = np.empty_like(host)
-        return seconds(lambda: [np.copyto(dst, host) for _ in range(iters)], repeats).scaled(iters)
+        return seconds(lambda: _copies(dst, host, iters), repeats).scaled(iters)
 
     def download(self, nbytes: int, staged: bool, iters: int, repeats: int) -> Figure | None:
         """A memcpy of ``nbytes`` (the same as an upload on the host)."""
@@ -111,7 +111,12 @@ class NumpyRaw(RawLibrary):
         """``numpy.copyto`` between two arrays."""
         src = np.ones(nbytes, np.uint8)
         dst = np.empty_like(src)
-        return seconds(lambda: [np.copyto(dst, src) for _ in range(iters)], repeats).scaled(iters)
+        return seconds(lambda: _copies(dst, src, iters), repeats).scaled(iters)
+
+
+def _copies(dst: np.ndarray, src: np.ndarray, iters: int) -> None:
+    for _ in range(iters):
+        np.copyto(dst, src)
 
 
 def raw_for(client: Any) -> RawLibrary | None:

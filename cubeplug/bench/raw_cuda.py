@@ -93,7 +93,8 @@ class CupyRaw(RawLibrary):
             return np.empty(nbytes, np.uint8)
         import cupyx
 
-        return cupyx.empty_pinned((nbytes,), np.uint8)  # type: ignore[no-any-return]
+        pinned: np.ndarray = cupyx.empty_pinned((nbytes,), np.uint8)
+        return pinned
 
     def upload(self, host: np.ndarray, staged: bool, iters: int, repeats: int) -> Figure | None:
         """``cudaMemcpy`` host to device from pageable or pinned memory."""
@@ -102,7 +103,9 @@ class CupyRaw(RawLibrary):
         dst = self._array("up", host.nbytes)
         memcpy = self.cp.cuda.runtime.memcpy
         with self.dev:
-            return host_seconds(lambda: memcpy(dst.data.ptr, src.ctypes.data, host.nbytes, _H2D), lambda: None, iters, repeats)
+            return host_seconds(
+                lambda: memcpy(dst.data.ptr, src.ctypes.data, host.nbytes, _H2D), lambda: None, iters, repeats
+            )
 
     def download(self, nbytes: int, staged: bool, iters: int, repeats: int) -> Figure | None:
         """``cudaMemcpy`` device to host into pageable or pinned memory."""
@@ -110,32 +113,30 @@ class CupyRaw(RawLibrary):
         src = self._array("up", nbytes)
         memcpy = self.cp.cuda.runtime.memcpy
         with self.dev:
-            return host_seconds(lambda: memcpy(dst.ctypes.data, src.data.ptr, nbytes, _D2H), lambda: None, iters, repeats)
+            return host_seconds(
+                lambda: memcpy(dst.ctypes.data, src.data.ptr, nbytes, _D2H), lambda: None, iters, repeats
+            )
 
     def copy(self, nbytes: int, iters: int, repeats: int) -> Figure:
         """``cudaMemcpyAsync`` device to device on the current stream."""
         src, dst = self._array("src", nbytes), self._array("dst", nbytes)
         rt = self.cp.cuda.runtime
         stream = self.cp.cuda.get_current_stream().ptr
-        return self._events(lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _D2D, stream), iters, repeats)
+        return self._events(
+            lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _D2D, stream), iters, repeats
+        )
 
     def reduce(self, host: np.ndarray, iters: int, repeats: int) -> Figure:
         """``cupy.sum`` of the same data on the device."""
         with self.dev:
             x = self.cp.asarray(host)
-        try:
-            return self._events(lambda: x.sum(), iters, repeats)
-        finally:
-            del x
+        return self._events(lambda: x.sum(), iters, repeats)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, iters: int, repeats: int) -> Figure:
         """``cupy.matmul`` (cuBLAS SGEMM) of the same matrices on the device."""
         with self.dev:
             da, db = self.cp.asarray(a), self.cp.asarray(b)
-        try:
-            return self._events(lambda: self.cp.matmul(da, db), iters, repeats)
-        finally:
-            del da, db
+        return self._events(lambda: self.cp.matmul(da, db), iters, repeats)
 
     def close(self) -> None:
         """Free the arrays and CuPy's cached blocks."""

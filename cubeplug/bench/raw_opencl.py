@@ -58,7 +58,7 @@ class OpenCLRaw(RawLibrary):
                 self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,), np.uint8
             )
             self._buffers[key] = (buf, array)
-        return self._buffers[key][1]  # type: ignore[no-any-return]
+        return self._buffers[key][1]
 
     def launch(self, n: int, repeats: int) -> Figure:
         """``enqueue_nd_range_kernel`` of the tiny kernel with its arguments set once."""
@@ -93,27 +93,33 @@ class OpenCLRaw(RawLibrary):
             src = self._pinned(host.nbytes)
             src[:] = host.view(np.uint8).reshape(-1)
         cl, queue = self.cl, self.queue
-        return host_seconds(lambda: cl.enqueue_copy(queue, dst, src, is_blocking=False), queue.finish, iters, repeats)
+        return host_seconds(
+            lambda: cl.enqueue_copy(queue, dst, src, is_blocking=False), queue.finish, iters, repeats
+        )
 
     def download(self, nbytes: int, staged: bool, iters: int, repeats: int) -> Figure | None:
         """``enqueue_copy`` into pageable memory, or into a mapped pinned buffer when staged."""
         src = self._buffer("up", nbytes)
         dst = self._pinned(nbytes) if staged else np.empty(nbytes, np.uint8)
         cl, queue = self.cl, self.queue
-        return host_seconds(lambda: cl.enqueue_copy(queue, dst, src, is_blocking=False), queue.finish, iters, repeats)
+        return host_seconds(
+            lambda: cl.enqueue_copy(queue, dst, src, is_blocking=False), queue.finish, iters, repeats
+        )
 
     def copy(self, nbytes: int, iters: int, repeats: int) -> Figure:
         """``enqueue_copy`` between two device buffers."""
         src, dst = self._buffer("src", nbytes), self._buffer("dst", nbytes)
         cl, queue = self.cl, self.queue
-        return host_seconds(lambda: cl.enqueue_copy(queue, dst, src, byte_count=nbytes), queue.finish, iters, repeats)
+        return host_seconds(
+            lambda: cl.enqueue_copy(queue, dst, src, byte_count=nbytes), queue.finish, iters, repeats
+        )
 
     def close(self) -> None:
         """Release the buffers and the pool."""
         self.queue.finish()
         for value in self._buffers.values():
             if isinstance(value, tuple):
-                mapping = getattr(value[1], "base", None)
+                mapping: Any = getattr(value[1], "base", None)
                 if hasattr(mapping, "release"):
                     mapping.release(self.queue)
         self._buffers.clear()

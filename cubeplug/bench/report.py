@@ -14,7 +14,11 @@ def _num(value: Any, digits: int = 3) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e-3 or abs(value) >= 1e5 else f"{value:.{digits}f}".rstrip("0").rstrip(".")
+        return (
+            f"{value:.{digits}g}"
+            if abs(value) < 1e-3 or abs(value) >= 1e5
+            else f"{value:.{digits}f}".rstrip("0").rstrip(".")
+        )
     return str(value)
 
 
@@ -24,42 +28,59 @@ def _size(nbytes: int) -> str:
     return f"{nbytes >> 10} KiB"
 
 
+def _row(label: str, mine: Any, theirs: Any, quotient: Any, digits: int = 3) -> list[str]:
+    return [label, _num(mine, digits), _num(theirs, digits), _num(quotient)]
+
+
 def rows(result: Mapping[str, Any]) -> list[list[str]]:
     """The table rows of one backend: figure, cubeplug, raw or baseline, ratio (cubeplug / raw)."""
     out: list[list[str]] = []
     launch = result.get("launch")
     if isinstance(launch, Mapping) and "cubeplug_launch_us" in launch:
-        out.append(["launch (us)", _num(launch["cubeplug_launch_us"]), _num(launch["raw_launch_us"]),
-                    _num(launch["ratio_launch_us_cubeplug_over_raw"])])  # fmt: skip
-        out.append(["launch unchecked (us)", _num(launch["cubeplug_launch_unchecked_us"]),
-                    _num(launch["raw_launch_us"]), _num(launch["ratio_launch_unchecked_us_cubeplug_over_raw"])])  # fmt: skip
+        raw = launch["raw_launch_us"]
+        out.append(
+            _row(
+                "launch (us)", launch["cubeplug_launch_us"], raw, launch["ratio_launch_us_cubeplug_over_raw"]
+            )
+        )
+        unchecked = launch["ratio_launch_unchecked_us_cubeplug_over_raw"]
+        out.append(_row("launch unchecked (us)", launch["cubeplug_launch_unchecked_us"], raw, unchecked))
     alloc = result.get("alloc")
     if isinstance(alloc, Mapping) and "cubeplug_us" in alloc:
-        out.append(["reserve + release 1 MiB (us)", _num(alloc["cubeplug_us"]), _num(alloc["raw_us"]),
-                    _num(alloc["ratio_us_cubeplug_over_raw"])])  # fmt: skip
+        quotient = alloc["ratio_us_cubeplug_over_raw"]
+        out.append(_row("reserve + release 1 MiB (us)", alloc["cubeplug_us"], alloc["raw_us"], quotient))
     for entry in result.get("bandwidth") or []:
         if not isinstance(entry, Mapping) or "bytes" not in entry:
             continue
         for name in ("upload_pageable", "upload_staged", "download_pageable", "copy"):
             fig = entry.get(name)
-            if isinstance(fig, Mapping) and (fig.get("cubeplug_gbps") is not None or fig.get("raw_gbps") is not None):
-                out.append([f"{name.replace('_', ' ')} {_size(entry['bytes'])} (GB/s)", _num(fig["cubeplug_gbps"]),
-                            _num(fig["raw_gbps"]), _num(fig["ratio_gbps_cubeplug_over_raw"])])  # fmt: skip
+            if not isinstance(fig, Mapping) or (
+                fig.get("cubeplug_gbps") is None and fig.get("raw_gbps") is None
+            ):
+                continue
+            label = f"{name.replace('_', ' ')} {_size(entry['bytes'])} (GB/s)"
+            out.append(
+                _row(label, fig["cubeplug_gbps"], fig["raw_gbps"], fig["ratio_gbps_cubeplug_over_raw"])
+            )
     red = result.get("reduce_sum")
     if isinstance(red, Mapping) and "cubeplug_ms" in red:
-        out.append([f"reduce_sum {red['n']} f32 (ms) [{red['chosen']}] vs {red['baseline']}", _num(red["cubeplug_ms"], 4),
-                    _num(red["baseline_ms"], 4), _num(red["ratio_time_cubeplug_over_baseline"])])  # fmt: skip
-        out.append(["reduce_sum read GB/s vs copy peak GB/s", _num(red["cubeplug_read_gbps"]),
-                    _num(red["copy_peak_gbps"]), _num(red["ratio_read_gbps_over_copy_peak_gbps"])])  # fmt: skip
+        label = f"reduce_sum {red['n']} f32 (ms) [{red['chosen']}] vs {red['baseline']}"
+        quotient = red["ratio_time_cubeplug_over_baseline"]
+        out.append(_row(label, red["cubeplug_ms"], red["baseline_ms"], quotient, 4))
+        quotient = red["ratio_read_gbps_over_copy_peak_gbps"]
+        label = "reduce_sum read GB/s vs copy peak GB/s"
+        out.append(_row(label, red["cubeplug_read_gbps"], red["copy_peak_gbps"], quotient))
     mm = result.get("matmul")
     if isinstance(mm, Mapping) and "cubeplug_tflops" in mm:
-        out.append([f"matmul {mm['m']}^3 f32 (TFLOP/s) [{mm['chosen']}] vs {mm['baseline']}", _num(mm["cubeplug_tflops"], 4),
-                    _num(mm["baseline_tflops"], 4), _num(mm["ratio_tflops_cubeplug_over_baseline"])])  # fmt: skip
+        label = f"matmul {mm['m']}^3 f32 (TFLOP/s) [{mm['chosen']}] vs {mm['baseline']}"
+        quotient = mm["ratio_tflops_cubeplug_over_baseline"]
+        out.append(_row(label, mm["cubeplug_tflops"], mm["baseline_tflops"], quotient, 4))
     for check in result.get("autotune_check") or []:
         if isinstance(check, Mapping) and "chosen" in check:
             reuse = "reused" if check.get("second_process_reused") else "NOT reused"
-            out.append([f"autotune {check['op']}: {check['chosen']} vs best {check['exhaustive_best']}; 2nd process {reuse}",
-                        "", "", _num(check["ratio_chosen_over_exhaustive_best_median"])])  # fmt: skip
+            best = check["exhaustive_best"]
+            label = f"autotune {check['op']}: {check['chosen']} vs best {best}; 2nd process {reuse}"
+            out.append(_row(label, None, None, check["ratio_chosen_over_exhaustive_best_median"]))
     for section, value in result.items():
         if isinstance(value, Mapping) and "error" in value:
             out.append([f"{section}: error", str(value["error"])[:120], "", ""])
@@ -76,7 +97,8 @@ def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
             output.section(f"{name}: failed", result["error"])
             continue
         device = result.get("device", {})
-        title = f"{name}: {device.get('name', '?')} ({result.get('library', '-')}, timing {result.get('timing', {})})"
+        timing = result.get("timing", {})
+        title = f"{name}: {device.get('name', '?')} ({result.get('library', '-')}; timing {timing})"
         output.table(title, ["figure", "cubeplug", "raw / baseline", "ratio"], rows(result))
 
 
@@ -99,16 +121,26 @@ def plot(path: str | Path, doc: Mapping[str, Any]) -> str:
     panels = [(n, r) for n, r in doc["backends"].items() if r.get("bandwidth")]
     if not panels:
         return "no bandwidth figures to plot"
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    cols = min(2, len(panels))
+    nrows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(7 * cols, 4.8 * nrows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
     styles = {"upload_pageable": "C0", "upload_staged": "C1", "download_pageable": "C2", "copy": "C3"}
-    for ax, (name, result) in zip(axes[0], panels):
+    for ax, (name, result) in zip(axes.flat, panels):
         entries = [e for e in result["bandwidth"] if isinstance(e, Mapping) and "bytes" in e]
         sizes = [e["bytes"] / _MIB for e in entries]
         for series, color in styles.items():
             for side, style in (("cubeplug_gbps", "-o"), ("raw_gbps", "--x")):
-                values = [(s, e[series][side]) for s, e in zip(sizes, entries) if e.get(series, {}).get(side) is not None]
+                values = [
+                    (s, e[series][side])
+                    for s, e in zip(sizes, entries)
+                    if e.get(series, {}).get(side) is not None
+                ]
                 if values:
-                    label = f"{series.replace('_', ' ')} ({'cubeplug' if side.startswith('cubeplug') else 'raw'})"
+                    label = (
+                        f"{series.replace('_', ' ')} ({'cubeplug' if side.startswith('cubeplug') else 'raw'})"
+                    )
                     ax.plot([v[0] for v in values], [v[1] for v in values], style, color=color, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

@@ -63,8 +63,11 @@ def plan_for(client: Any, quick: bool, reduce_n: int | None = None, matmul_n: in
     """Sizes by device kind (GPU or CPU) and mode (quick or full), capped by the device's largest buffer."""
     gpu = is_gpu(client)
     max_bytes = int(client.capabilities.max_alloc_bytes) or (1 << 30)
+    sizes: tuple[int, ...]
     if gpu:
-        sizes = (MIB, 16 * MIB, 64 * MIB) if quick else (64 << 10, MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB)
+        sizes = (
+            (MIB, 16 * MIB, 64 * MIB) if quick else (64 << 10, MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB)
+        )
         red, mm = (64 << 20, 2048) if quick else (256 << 20, 4096)
     else:
         sizes = (MIB, 16 * MIB) if quick else (64 << 10, MIB, 8 * MIB, 64 * MIB)
@@ -94,7 +97,10 @@ class BackendBench:
         self.raw = raw
         self.plan = plan
         self.device_timing = raw is not None and raw.timing == "device" and client.capabilities.device_timing
-        self.timing = {"cubeplug": "device" if self.device_timing else "host", "raw": raw.timing if raw else "-"}
+        self.timing = {
+            "cubeplug": "device" if self.device_timing else "host",
+            "raw": raw.timing if raw else "-",
+        }
 
     # ------------------------------------------------------------------ timing
     def ours(self, op: Callable[[], object], iters: int, repeats: int | None = None) -> Figure:
@@ -222,8 +228,15 @@ class BackendBench:
         }
         for name, (nbytes, ours, theirs) in rows.items():
             mine, base = _gbps(nbytes, ours), _gbps(nbytes, theirs)
-            out[name] = {"cubeplug_gbps": mine, "raw_gbps": base, "ratio_gbps_cubeplug_over_raw": ratio(mine, base)}
-        out["download_staged"] = {"cubeplug_gbps": None, "note": "the client API reads into fresh host memory"}
+            out[name] = {
+                "cubeplug_gbps": mine,
+                "raw_gbps": base,
+                "ratio_gbps_cubeplug_over_raw": ratio(mine, base),
+            }
+        out["download_staged"] = {
+            "cubeplug_gbps": None,
+            "note": "the client API reads into fresh host memory",
+        }
         return out
 
     def reduce(self) -> dict[str, Any]:
@@ -244,7 +257,6 @@ class BackendBench:
         ours = self.ours(lambda: reduce_sum(client, x, n), iters)
         base = self.raw.reduce(host, iters, self.plan.repeats) if self.raw else None
         peak = self.raw.copy(4 * n, max(1, iters // 2), self.plan.repeats) if self.raw else None
-        del x
         read = _gbps(4 * n, ours)
         peak_gbps = _gbps(8 * n, peak)
         return {

@@ -40,7 +40,8 @@ def buffer(client: Any, handle: Any, nbytes: int, what: str) -> Handle:
     server.check_handle(handle, what)
     if handle.size < nbytes:
         raise ValidationError(
-            f"{what} holds {handle.size} B but the call needs {nbytes} B; pass a larger handle or a smaller count"
+            f"{what} holds {handle.size} B but the call needs {nbytes} B; "
+            f"pass a larger handle or a smaller count"
         )
     align = server.capabilities.offset_alignment
     if align > 1 and handle.start % align:

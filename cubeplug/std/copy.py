@@ -38,7 +38,7 @@ def launcher() -> Launcher:
 
 
 def copy(client: Any, src: Handle, n: int, out: Handle | None = None) -> Handle:
-    """Copy the first ``n`` 4-byte elements of ``src`` into ``out`` (a new handle when None); returns ``out``."""
+    """Copy the first ``n`` 4-byte elements of ``src`` into ``out`` (new when None); returns ``out``."""
     n = checks.count(n)
     checks.buffer(client, src, 4 * n, "copy: src")
     if out is None:

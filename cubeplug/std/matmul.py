@@ -53,7 +53,10 @@ def _params(vec: bool) -> list[Buffer | Scalar]:
     ]
 
 
-_C_SIG = "KERNEL @NAME@(GLOBAL const {t}* a, GLOBAL const {t}* b, GLOBAL {t}* c, unsigned int m, unsigned int n, unsigned int k)"
+_C_SIG = (
+    "KERNEL @NAME@(GLOBAL const {t}* a, GLOBAL const {t}* b, GLOBAL {t}* c, "
+    "unsigned int m, unsigned int n, unsigned int k)"
+)
 _W_SIG = (
     "@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)\n"
     "fn @NAME@(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {\n"
@@ -119,11 +122,14 @@ _TILED_C = (
 }
 """
 )
-_TILED_WGSL = """\
+_TILED_WGSL = (
+    """\
 var<workgroup> As: array<f32, TILE * TILE>;
 var<workgroup> Bs: array<f32, TILE * TILE>;
 
-""" + _W_SIG + """\
+"""
+    + _W_SIG
+    + """\
     let tx = lid.x; let ty = lid.y;
     let col = wid.x * TILE + tx;
     let row0 = wid.y * TILE;
@@ -152,6 +158,7 @@ var<workgroup> Bs: array<f32, TILE * TILE>;
     }
 }
 """
+)
 
 
 # ---------------------------------------------------------------------------------------- register blocked
@@ -199,7 +206,9 @@ def _reg_c(rb: RegBlock) -> str:
         "    const unsigned int tid = ty * TX + tx;",
         "    const unsigned int row0 = CUBE_POS_Y * BM, col0 = CUBE_POS_X * BN;",
         f"    float4 acc[{rb.tm * gn}];",
-        f"    for (int z = 0; z < {rb.tm * gn}; ++z) {{ acc[z].x = 0.0f; acc[z].y = 0.0f; acc[z].z = 0.0f; acc[z].w = 0.0f; }}",
+        f"    for (int z = 0; z < {rb.tm * gn}; ++z) {{",
+        "        acc[z].x = 0.0f; acc[z].y = 0.0f; acc[z].z = 0.0f; acc[z].w = 0.0f;",
+        "    }",
         "    for (unsigned int t = 0u; t < k; t += BK) {",
     ]
     if rb.vec:
@@ -241,19 +250,21 @@ def _reg_c(rb: RegBlock) -> str:
             for gj in range(gn):
                 z = (gi * 4 + q) * gn + gj
                 s = f"a{gi}.{_Q[q]}"
-                lines.append(
-                    "            "
-                    + " ".join(f"acc[{z}].{c} += {s} * b{gj}.{c};" for c in _Q)
-                )
+                lines.append("            " + " ".join(f"acc[{z}].{c} += {s} * b{gj}.{c};" for c in _Q))
     lines += ["        }", "        SYNC_CUBE();", "    }"]
     for gi in range(gm):
         for q in range(4):
-            lines.append(f"    {{ unsigned int row = row0 + {gi * (rb.bm // gm)}u + ty * 4u + {q}u; if (row < m) {{")
+            lines.append(
+                f"    {{ unsigned int row = row0 + {gi * (rb.bm // gm)}u + ty * 4u + {q}u; if (row < m) {{"
+            )
             for gj in range(gn):
                 z = (gi * 4 + q) * gn + gj
                 col = f"col0 + {gj * (rb.bn // gn)}u + tx * 4u"
                 if rb.vec:
-                    lines.append(f"        {{ unsigned int col = {col}; if (col < n) c[(row * n + col) >> 2] = acc[{z}]; }}")
+                    lines.append(
+                        f"        {{ unsigned int col = {col}; "
+                        f"if (col < n) c[(row * n + col) >> 2] = acc[{z}]; }}"
+                    )
                 else:
                     stores = " ".join(
                         f"if (col + {j}u < n) c[row * n + col + {j}u] = acc[{z}].{_Q[j]};" for j in range(4)
@@ -285,7 +296,8 @@ def _reg_wgsl(rb: RegBlock) -> str:
             "            var v = vec4<f32>(0.0);",
             "            if (gr < m && gc < k) { v = a[(gr * k + gc) >> 2u]; }",
             "            let f = q * BM + r / 4u; let j = r % 4u;",
-            "            As[f][j] = v.x; As[f + BM / 4][j] = v.y; As[f + 2 * (BM / 4)][j] = v.z; As[f + 3 * (BM / 4)][j] = v.w;",
+            "            As[f][j] = v.x; As[f + BM / 4][j] = v.y;",
+            "            As[f + 2 * (BM / 4)][j] = v.z; As[f + 3 * (BM / 4)][j] = v.w;",
             "        }",
             "        for (var e = tid; e < BK * (BN / 4); e += NT) {",
             "            let r = e / (BN / 4); let q = e % (BN / 4);",
@@ -331,10 +343,14 @@ def _reg_wgsl(rb: RegBlock) -> str:
                 z = (gi * 4 + q) * gn + gj
                 col = f"col0 + {gj * (rb.bn // gn)}u + tx * 4u"
                 if rb.vec:
-                    lines.append(f"        {{ let col = {col}; if (col < n) {{ c[(row * n + col) >> 2u] = acc[{z}]; }} }}")
+                    lines.append(
+                        f"        {{ let col = {col}; "
+                        f"if (col < n) {{ c[(row * n + col) >> 2u] = acc[{z}]; }} }}"
+                    )
                 else:
                     stores = " ".join(
-                        f"if (col + {j}u < n) {{ c[row * n + col + {j}u] = acc[{z}].{_Q[j]}; }}" for j in range(4)
+                        f"if (col + {j}u < n) {{ c[row * n + col + {j}u] = acc[{z}].{_Q[j]}; }}"
+                        for j in range(4)
                     )
                     lines.append(f"        {{ let col = {col}; {stores} }}")
             lines.append("    } }")
@@ -353,7 +369,9 @@ class Plan:
     vec: bool
 
 
-def _kernel(name: str, c: str, wgsl: str, cube: tuple[int, int], defines: dict[str, int], vec: bool) -> Kernel:
+def _kernel(
+    name: str, c: str, wgsl: str, cube: tuple[int, int], defines: dict[str, int], vec: bool
+) -> Kernel:
     return Kernel(
         name,
         _params(vec),
@@ -375,7 +393,12 @@ def tiled_plan(tile: int) -> Plan:
     rpt = 4 if tile > 16 else 1
     rows = tile // rpt
     kernel = _kernel(
-        f"matmul_tiled_{tile}", _TILED_C, _TILED_WGSL, (tile, rows), {"TILE": tile, "RPT": rpt, "ROWS": rows}, False
+        f"matmul_tiled_{tile}",
+        _TILED_C,
+        _TILED_WGSL,
+        (tile, rows),
+        {"TILE": tile, "RPT": rpt, "ROWS": rows},
+        False,
     )
     return Plan(kernel, tile, tile, False)
 
@@ -406,7 +429,9 @@ def strategy(plan_of: Any, *args: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------- tuning
-def matmul_key(client: Any, level: str, a: Handle, b: Handle, m: int, n: int, k: int, out: Any) -> AutotuneKey:
+def matmul_key(
+    client: Any, level: str, a: Handle, b: Handle, m: int, n: int, k: int, out: Any
+) -> AutotuneKey:
     """The tuning key: anchored m, n, k, and whether float4 loads and stores are possible."""
     vec = k % 4 == 0 and n % 4 == 0 and a.start % 16 == 0 and b.start % 16 == 0
     if out is not None:
@@ -421,7 +446,9 @@ def _vec(client: Any, key: AutotuneKey) -> bool:
     return bool(key["vec"])
 
 
-def _compare(client: Any, expected: Handle, got: Handle, a: Any, b: Any, m: int, n: int, k: int, out: Any) -> str | None:
+def _compare(
+    client: Any, expected: Handle, got: Handle, a: Any, b: Any, m: int, n: int, k: int, out: Any
+) -> str | None:
     want = client.to_numpy(checks.prefix(expected, 4 * m * n), "f32")
     have = client.to_numpy(checks.prefix(got, 4 * m * n), "f32")
     err = float(np.max(np.abs(have - want))) if want.size else 0.0
@@ -446,10 +473,14 @@ MATMUL = TunableSet(
         Tunable("tiled_8", strategy(tiled_plan, 8), priority=0),
         Tunable("tiled_16", strategy(tiled_plan, 16), priority=1),
         Tunable("tiled_32", strategy(tiled_plan, 32), priority=1),
-        Tunable("reg_4x4", strategy(reg_plan, REG_4X4), priority=1),
+        Tunable("reg_4x4", strategy(reg_plan, REG_4X4), priority=2),
         Tunable("reg_8x8", strategy(reg_plan, REG_8X8), priority=2),
-        Tunable("reg_4x4_vec", strategy(reg_plan, RegBlock(64, 64, 16, 4, 4, True)), priority=1, applicable=_vec),
-        Tunable("reg_8x8_vec", strategy(reg_plan, RegBlock(128, 128, 8, 8, 8, True)), priority=2, applicable=_vec),
+        Tunable(
+            "reg_4x4_vec", strategy(reg_plan, RegBlock(64, 64, 16, 4, 4, True)), priority=2, applicable=_vec
+        ),
+        Tunable(
+            "reg_8x8_vec", strategy(reg_plan, RegBlock(128, 128, 8, 8, 8, True)), priority=2, applicable=_vec
+        ),
     ],
     matmul_key,
     compare=_compare,
@@ -463,7 +494,8 @@ def matmul(client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Handl
     for size, what in ((m * k, "m * k"), (k * n, "k * n"), (m * n, "m * n")):
         if size > checks.MAX_ELEMENTS:
             raise ValidationError(
-                f"matmul: {what} = {size} elements exceeds {checks.MAX_ELEMENTS}; split the product into blocks"
+                f"matmul: {what} = {size} elements exceeds {checks.MAX_ELEMENTS}; "
+                f"split the product into blocks"
             )
     checks.buffer(client, a, 4 * m * k, "matmul: a")
     checks.buffer(client, b, 4 * k * n, "matmul: b")

@@ -17,6 +17,7 @@ Candidates (:data:`REDUCE_SUM`), all with 256 units per cube:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,8 @@ _C_LOAD_VECTOR = """\
     unsigned int i = ABSOLUTE_POS_X;
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     for (; i + 3u * stride < n4; i += 4u * stride) {
-        float4 v0 = x4[i]; float4 v1 = x4[i + stride]; float4 v2 = x4[i + 2u * stride]; float4 v3 = x4[i + 3u * stride];
+        float4 v0 = x4[i]; float4 v1 = x4[i + stride];
+        float4 v2 = x4[i + 2u * stride]; float4 v3 = x4[i + 3u * stride];
         a0 += (v0.x + v0.y) + (v0.z + v0.w); a1 += (v1.x + v1.y) + (v1.z + v1.w);
         a2 += (v2.x + v2.y) + (v2.z + v2.w); a3 += (v3.x + v3.y) + (v3.z + v3.w);
     }
@@ -167,6 +169,14 @@ def _atomic4_py(launch: Any, x4: np.ndarray, x: np.ndarray, out: np.ndarray, n: 
     out.view(np.float32)[0] += _sum(x, n)
 
 
+_PYTHON: dict[tuple[bool, bool], Callable[..., None]] = {
+    (False, False): _partial_py,
+    (True, False): _partial4_py,
+    (False, True): _atomic_py,
+    (True, True): _atomic4_py,
+}
+
+
 # ---------------------------------------------------------------------------------------- kernels
 @functools.cache
 def kernel(vector: bool, atomic: bool) -> Kernel:
@@ -201,12 +211,7 @@ def kernel(vector: bool, atomic: bool) -> Kernel:
         + _W_CUBE_SUM
         + (_W_STORE_ATOMIC if atomic else _W_STORE_PARTIAL)
     )
-    py = {
-        (False, False): _partial_py,
-        (True, False): _partial4_py,
-        (False, True): _atomic_py,
-        (True, True): _atomic4_py,
-    }[(vector, atomic)]
+    py = _PYTHON[(vector, atomic)]
     return Kernel(name, params, {"c": c, "wgsl": wgsl, "python": py}, cube_dim=CUBE)
 
 

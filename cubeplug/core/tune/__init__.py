@@ -34,6 +34,7 @@ from cubeplug.core.tune.tuner import (
     device_id,
     new_tuner,
     score,
+    trimmed,
     tuner_for,
 )
 
@@ -66,5 +67,6 @@ __all__ = [
     "persistent_cache",
     "reset_persistent_caches",
     "score",
+    "trimmed",
     "tuner_for",
 ]

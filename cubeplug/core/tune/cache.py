@@ -368,7 +368,9 @@ class TuneCache:
         if entry is None:
             return None
         if entry.checksum != checksum:
-            log.info("autotune %s %s: stored result is for other candidates; tuning again", self.namespace, text)
+            log.info(
+                "autotune %s %s: stored result is for other candidates; tuning again", self.namespace, text
+            )
             self.persistent.delete(self.namespace, text)
             return None
         self.memory[key] = entry.fastest

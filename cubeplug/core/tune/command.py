@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--plain", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     clear = sub.add_parser("clear", help="delete stored autotune results")
     clear.add_argument("--tuner", metavar="NAME", help="only the results of this tuner (e.g. std.matmul.f32)")
-    clear.add_argument("--device", metavar="DEVICE", help="only the results of this device (as info shows it)")
+    clear.add_argument(
+        "--device", metavar="DEVICE", help="only the results of this device (as info shows it)"
+    )
     clear.add_argument("--plain", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
@@ -54,7 +56,9 @@ def cache_info(entries: bool = False) -> dict[str, Any]:
     path = default_db_path()
     out: dict[str, Any] = {
         "path": str(path),
-        "directory from": f"env {ENV_CACHE_DIR}" if os.environ.get(ENV_CACHE_DIR, "").strip() else "platformdirs",
+        "directory from": f"env {ENV_CACHE_DIR}"
+        if os.environ.get(ENV_CACHE_DIR, "").strip()
+        else "platformdirs",
         "exists": path.is_file(),
     }
     try:
@@ -74,9 +78,7 @@ def cache_info(entries: bool = False) -> dict[str, Any]:
         out["state"] = cache.state
         if problems:
             out["problem"] = problems[0]
-        out["namespaces"] = [
-            {**row, "latest": _date(row["latest"])} for row in cache.summary()
-        ]
+        out["namespaces"] = [{**row, "latest": _date(row["latest"])} for row in cache.summary()]
         if entries:
             out["entries"] = [{**row, "created": _date(row["created"])} for row in cache.entries()]
     finally:
@@ -94,7 +96,7 @@ def cache_clear(tuner: str | None = None, device: str | None = None) -> str:
     try:
         if cache.state == "off":
             if tuner is not None or device is not None:
-                return f"{path} is unusable ({cache.reason}); run `cubeplug cache clear` with no filter to delete it"
+                return f"{path} is unusable ({cache.reason}); run `cubeplug cache clear` with no filter"
             cache.close()
             for suffix in ("", "-journal", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
@@ -104,7 +106,9 @@ def cache_clear(tuner: str | None = None, device: str | None = None) -> str:
         removed = cache.clear(tuner=tuner, device=device)
     finally:
         cache.close()
-    scope = " and ".join(f"{k} {v!r}" for k, v in (("tuner", tuner), ("device", device)) if v) or "every tuner"
+    scope = (
+        " and ".join(f"{k} {v!r}" for k, v in (("tuner", tuner), ("device", device)) if v) or "every tuner"
+    )
     return f"deleted {removed} autotune result{'s' if removed != 1 else ''} of {scope} from {path}"
 
 

@@ -6,7 +6,9 @@ checksum), and only then tunes. Tuning runs every runnable candidate ``warmup`` 
 samples them in interleaved rounds through ``client.profile`` (device timing where the backend
 has it); after two rounds, a candidate whose best time is more than ``eliminate`` times the best
 candidate's best time stops being measured. The winner has the lowest score
-``(0.8 * min + 0.2 * median) * (1 + std / mean)``: fast, and steady.
+``(0.8 * min + 0.2 * median) * (1 + std / mean)``: fast, and steady. Samples above twice a
+candidate's median are outliers (a run interrupted by the OS or another process) and are left
+out of its score, so that one interruption does not disqualify the fastest candidate.
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ def score(samples: Sequence[float]) -> float:
     return (0.8 * lo + 0.2 * med) * (1.0 + spread)
 
 
+#: Samples above this multiple of a candidate's median are outliers (an interrupted run) and not scored.
+OUTLIER_FACTOR = 2.0
+
+
+def trimmed(samples: Sequence[float]) -> list[float]:
+    """The samples without outliers (above ``OUTLIER_FACTOR`` times the median), when there are 3 or more."""
+    if len(samples) < 3:
+        return list(samples)
+    limit = OUTLIER_FACTOR * statistics.median(samples)
+    return [s for s in samples if s <= limit]
+
+
 @dataclass
 class Outcome:
     """What tuning learnt of one candidate: its status, samples (seconds) and score."""
@@ -57,8 +71,8 @@ class Outcome:
 
     @property
     def score(self) -> float:
-        """The candidate's score (infinite when it has no samples)."""
-        return score(self.samples)
+        """The score of the candidate's samples, outliers left out (infinite when it has none)."""
+        return score(trimmed(self.samples))
 
     @property
     def best(self) -> float:
@@ -160,7 +174,9 @@ class Tuner:
             result = self.tune(tunables, client, key, inputs)
             self.results[key] = result
             self.cache.insert(
-                key, text, CacheEntry(result.fastest, tunables.checksum, tuple(o.to_json() for o in result.outcomes))
+                key,
+                text,
+                CacheEntry(result.fastest, tunables.checksum, tuple(o.to_json() for o in result.outcomes)),
             )
             return result.fastest
 
@@ -223,7 +239,9 @@ class Tuner:
                         problem = tunables.compare(client, reference, output, *inputs)
                         if problem:
                             outcome.status, outcome.error = "mismatch", str(problem)
-                            message = f"autotune {tunables.name}: candidate {tunable.name} is wrong: {problem}"
+                            message = (
+                                f"autotune {tunables.name}: candidate {tunable.name} is wrong: {problem}"
+                            )
                             log.warning(message)
                             warnings.warn(message, RuntimeWarning, stacklevel=4)
                             bar.advance(settings.samples)
