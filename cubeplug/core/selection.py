@@ -11,6 +11,7 @@ several backends live in one process and ``cubeplug.client("cpu")`` returns the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -235,6 +236,8 @@ def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeC
             )
         reg = registry()
         reg.configure(eff.config)
+        if eff.origin("logging.level").kind != "default":  # never override the application's logging
+            logging.getLogger("cubeplug").setLevel(eff.config.logging.level.upper())
         made = reg.build_client(selection.backend, selection.device, config.config)
         _clients[key] = made
         return made

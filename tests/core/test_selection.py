@@ -195,3 +195,21 @@ def test_client_uses_the_project_config(
     cfgmod.reset_config()
     made = selection.client()
     assert made.backend == "cpu" and made.server.config.streaming.max_streams == 3
+
+
+def test_logging_level_is_applied_only_when_configured(
+    site: Installer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    logger = logging.getLogger("cubeplug")
+    logger.setLevel(logging.ERROR)  # the application's own choice
+    try:
+        selection.client("cpu")
+        assert logger.level == logging.ERROR, "the default [logging] level must not override it"
+        selection.reset()
+        monkeypatch.setenv("CUBEPLUG_LOGGING_LEVEL", "debug")
+        selection.client("cpu")
+        assert logger.level == logging.DEBUG
+    finally:
+        logger.setLevel(logging.NOTSET)
