@@ -505,6 +505,8 @@ class CudaServer(ComputeServer):
         shape, dtype = tensor.shape, tensor.dtype
         rows = pitched_rows(shape, tensor.strides, dtype.itemsize)
         if rows is None:
+            if not tensor.is_contiguous:  # any other strides (a transposed view...): the generic gather
+                return super().read_tensor_async(tensor, stream_id)
             rows = Rows(tensor.size * dtype.itemsize, 1, tensor.size * dtype.itemsize)
         n = rows.nbytes
         if n == 0:

@@ -170,7 +170,14 @@ def open_device(adapter: Any) -> tuple[Any, frozenset[str]]:
     except Exception:
         # Some drivers refuse a feature they list; fall back to the portable ones.
         wanted = [f for f in wanted if f in ("timestamp-query", "shader-f16")]
-        device = adapter.request_device_sync(required_features=wanted, required_limits=limits)
+        try:
+            device = adapter.request_device_sync(required_features=wanted, required_limits=limits)
+        except Exception as e:
+            name = adapter.info.get("device", "?") if hasattr(adapter, "info") else "?"
+            raise BackendUnavailableError(
+                f"the WebGPU adapter {name!r} cannot create a compute device here: "
+                f"{str(e).strip().splitlines()[-1]}; pick another adapter with [backends.webgpu] backend_type"
+            ) from e
     return device, frozenset(str(f) for f in device.features)
 
 

@@ -73,7 +73,14 @@ def test_gl_adapter_where_present() -> None:
         pytest.skip("wgpu lists no GL adapter on this machine")
     import numpy as np
 
-    c = make_client(webgpu={"backend_type": "gl"})
+    from cubeplug import BackendUnavailableError
+
+    try:
+        c = make_client(webgpu={"backend_type": "gl"})
+    except BackendUnavailableError as e:
+        # Seen on the GPU machine: its GL driver lacks compute shaders ("Parent device is lost").
+        assert "cannot create a compute device" in str(e)
+        pytest.skip(f"the GL adapter here has no compute device: {e}")
     try:
         assert c.properties["backend_type"] == "OpenGL"
         x = c.create(np.zeros(256, np.int32))
