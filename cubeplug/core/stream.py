@@ -15,6 +15,7 @@ import itertools
 import logging
 import queue
 import threading
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -214,7 +215,9 @@ class ResolvedStreams(Generic[S, E]):
         gc_stream = ms.streams.get_special(0).stream
         backend.wait_event(gc_stream, origin)
         event = backend.flush(gc_stream)
-        ms.gc.register(event, analysis.pinned)
+        # The native streams travel with the pinned memory: a driver must not see a queue released
+        # (its server collected) while the GC thread still waits on one of its events.
+        ms.gc.register(event, (analysis.pinned, gc_stream, self.stream))
 
 
 class MultiStream(Generic[S, E]):
@@ -227,6 +230,12 @@ class MultiStream(Generic[S, E]):
             lambda: StreamState(backend.create_stream()), max_streams, specials=1
         )
         self.gc: GcThread[E] = GcThread(backend)
+        # A collected MultiStream stops its GC thread (after the tasks already registered).
+        self._finalizer = weakref.finalize(self, self.gc.close)
+
+    def close(self) -> None:
+        """Stop the GC thread once the pinned memory it holds was released."""
+        self._finalizer()
 
     def resolve(self, stream_id: int, bindings: Iterable[Binding] = ()) -> ResolvedStreams[S, E]:
         """Synchronise ``stream_id`` with the bindings' streams and advance its cursor."""

@@ -637,7 +637,7 @@ class CudaServer(ComputeServer):
             self.multistream.sync_all()
         except Exception as e:  # the context may be lost; free what can be freed
             self._errors.append(e)
-        self.multistream.gc.close()
+        self.multistream.close()
         self._completer.close()
         self.pinned.close()
         self.storage.close()

@@ -361,7 +361,7 @@ class OpenCLServer(ComputeServer):
             self.multistream.sync_all()
         finally:
             self.waiter.close()
-            self.multistream.gc.close()
+            self.multistream.close()
             self.staging.clear()
             for compiled in list(self._compiled.values()) + list(self._checked_kernels.values()):
                 compiled.program.forget_bindings()
