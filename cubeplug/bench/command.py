@@ -56,10 +56,11 @@ class _Steps:
 
     def __init__(self, bar: Any, task: Any) -> None:
         self.bar, self.task = bar, task
+        self.start = time.perf_counter()
 
     def step(self, text: str) -> None:
         if self.bar is None:
-            print(f"[bench] {text}", file=sys.stderr, flush=True)
+            print(f"[bench {time.perf_counter() - self.start:7.1f}s] {text}", file=sys.stderr, flush=True)
         else:
             self.bar.update(self.task, description=text)
 
@@ -189,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
             except Exception as exc:
                 result = {"error": f"{type(exc).__name__}: {exc}"}
             doc["backends"][result.get("selector", key)] = result
+            if args.json:  # after every backend, so that an interrupted run keeps what it measured
+                write_json(args.json, doc)
     print_tables(doc, bool(getattr(args, "plain", False)))
     if args.json:
         write_json(args.json, doc)

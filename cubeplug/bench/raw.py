@@ -55,12 +55,12 @@ class RawLibrary(ABC):
         """Seconds per device-to-device copy of ``nbytes`` (the copy peak)."""
 
     def reduce(self, host: np.ndarray, iters: int, repeats: int) -> Figure:
-        """Seconds per sum of ``host`` by the library baseline (NumPy here)."""
-        return seconds(lambda: [host.sum(dtype=np.float32) for _ in range(iters)], repeats).scaled(iters)
+        """Seconds per sum of ``host`` by the library baseline (NumPy here; at most ``iters`` a sample)."""
+        return host_op(lambda: host.sum(dtype=np.float32), iters, repeats)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, iters: int, repeats: int) -> Figure:
-        """Seconds per ``a @ b`` by the library baseline (NumPy here)."""
-        return seconds(lambda: [a @ b for _ in range(iters)], repeats).scaled(iters)
+        """Seconds per ``a @ b`` by the library baseline (NumPy here; at most ``iters`` a sample)."""
+        return host_op(lambda: a @ b, iters, repeats)
 
     def close(self) -> None:  # noqa: B027 - optional
         """Free what the baselines allocated."""
@@ -137,6 +137,27 @@ def raw_for(client: Any) -> RawLibrary | None:
 
         return CupyRaw(client)
     return None
+
+
+#: Seconds a host baseline sample aims at: its own calibration, never the cubeplug side's.
+HOST_TARGET = 0.1
+
+
+def host_op(run: Any, iters: int, repeats: int) -> Figure:
+    """Seconds per call of a blocking host operation, iterations calibrated on its own speed."""
+    t0 = time.perf_counter()
+    run()
+    once = time.perf_counter() - t0
+    count = max(1, min(iters, int(HOST_TARGET / max(once, 1e-9))))
+    reps = repeats if once * count * repeats < 3.0 else max(1, min(repeats, 3))
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            run()
+        samples.append((time.perf_counter() - t0) / count)
+    samples.sort()
+    return Figure(samples[len(samples) // 2], samples[0])
 
 
 def host_seconds(run: Any, wait: Any, iters: int, repeats: int) -> Figure:

@@ -65,9 +65,7 @@ def plan_for(client: Any, quick: bool, reduce_n: int | None = None, matmul_n: in
     max_bytes = int(client.capabilities.max_alloc_bytes) or (1 << 30)
     sizes: tuple[int, ...]
     if gpu:
-        sizes = (
-            (MIB, 16 * MIB, 64 * MIB) if quick else (64 << 10, MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB)
-        )
+        sizes = (MIB, 16 * MIB, 64 * MIB) if quick else (64 << 10, MIB, 16 * MIB, 256 * MIB)
         red, mm = (64 << 20, 2048) if quick else (256 << 20, 4096)
     else:
         sizes = (MIB, 16 * MIB) if quick else (64 << 10, MIB, 8 * MIB, 64 * MIB)
@@ -75,13 +73,13 @@ def plan_for(client: Any, quick: bool, reduce_n: int | None = None, matmul_n: in
     red = reduce_n or red
     red = min(red, (max_bytes // 4) // 1024 * 1024)
     return Plan(
-        launches=1000 if quick else 5000,
-        allocs=2000 if quick else 10000,
-        repeats=3 if quick else 7,
+        launches=1000 if quick else 2000,
+        allocs=2000 if quick else 5000,
+        repeats=3 if quick else 5,
         sizes=tuple(s for s in sizes if s <= max_bytes),
         reduce_n=red,
         matmul_n=matmul_n or mm,
-        target_seconds=0.05 if quick else 0.25,
+        target_seconds=0.05 if quick else 0.1,
     )
 
 

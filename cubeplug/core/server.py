@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -69,7 +70,7 @@ class ComputeServer(ABC):
         self.capabilities = capabilities
         self.config = config or Config()
         self.properties: dict[str, Any] = dict(properties or {})
-        self.client: Any = None
+        self._client_ref: weakref.ref[Any] | None = None
         self.compile_cache = CompileCache()
         self._compiled: dict[Kernel, Compiled] = {}
         self._checked_kernels: dict[Kernel, Compiled] = {}
@@ -82,19 +83,33 @@ class ComputeServer(ABC):
         limit = self.config.memory.limit
         self.limit = MemoryLimit.parse(limit, total) if limit is not None else None
         persistent = self.config.memory.persistent_memory
+        # Nothing the server owns refers back to it strongly (weak callbacks, a weak client), so a
+        # dropped server is released by reference counting, at once, with its device resources.
+        me = weakref.ref(self)
         self._memories: StreamPool[MemoryManagement] = StreamPool(
-            lambda: self._new_memory(persistent), self.config.streaming.max_streams
+            lambda: _server(me)._new_memory(persistent), self.config.streaming.max_streams
         )
         self._mm_shared = None if self.per_stream_memory else self._new_memory(persistent)
 
+    @property
+    def client(self) -> Any:
+        """The client wrapping this server (None once that client is gone)."""
+        ref = self._client_ref
+        return None if ref is None else ref()
+
+    @client.setter
+    def client(self, value: Any) -> None:
+        self._client_ref = None if value is None else weakref.ref(value)
+
     def _new_memory(self, persistent: str) -> MemoryManagement:
+        me = weakref.ref(self)
         mm = MemoryManagement(
             self.storage,
             self.memory_properties,
             limit=self.limit,
             persistent=persistent,
-            on_oom=self._on_oom,
-            reclaim=self._reclaim,
+            on_oom=lambda requested, in_use, reserved: _server(me)._on_oom(requested, in_use, reserved),
+            reclaim=lambda: _server(me)._reclaim(),
         )
         for mode in self._modes:
             mm.push_mode(mode)
@@ -492,6 +507,13 @@ def _gather(data: bytes, tensor: Tensor) -> np.ndarray:
         flat, shape=tensor.shape, strides=tuple(s * isz for s in tensor.strides), writeable=False
     )
     return np.ascontiguousarray(view)
+
+
+def _server(ref: weakref.ref[ComputeServer]) -> ComputeServer:
+    server = ref()
+    if server is None:  # only reachable from a callback that outlived its server
+        raise LaunchError("the server of this memory was closed and released")
+    return server
 
 
 def _check_shape(shape: Iterable[int]) -> tuple[int, ...]:

@@ -134,6 +134,19 @@ class StreamPool(Generic[T]):
             if item is not None:
                 yield i, item
 
+    def created_specials(self) -> Iterator[T]:
+        """Every special slot created so far."""
+        for item in self._specials:
+            if item is not None:
+                yield item
+
+    def clear(self) -> list[T]:
+        """Forget every slot, special ones included, and return them (the next ``get`` creates anew)."""
+        items = [item for item in (*self._slots, *self._specials) if item is not None]
+        self._slots = [None] * self.max_streams
+        self._specials = [None] * len(self._specials)
+        return items
+
 
 class GcThread(Generic[E]):
     """Holds objects (pinned memory tokens) until an event completes, then drops them."""
@@ -157,6 +170,16 @@ class GcThread(Generic[E]):
         """Stop the thread after the pending tasks."""
         self._queue.put(None)
 
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread that waits for the events."""
+        return self._thread
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to stop (after :meth:`close`); a no-op when called from the thread itself."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
     def _run(self) -> None:
         while True:
             task = self._queue.get()
@@ -168,7 +191,9 @@ class GcThread(Generic[E]):
                     self._backend.wait_event_sync(event)
                 except BaseException as e:  # recorded, surfaced at the next sync
                     self.errors.append(e)
-                del to_drop, task
+                # Drop the event too: kept in this frame while the thread idles, a native event would
+                # outlive the stream and the server it came from.
+                del event, to_drop, task
             finally:
                 self._queue.task_done()
 

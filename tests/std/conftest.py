@@ -28,8 +28,8 @@ def skip_reason(name: str) -> str | None:
     try:
         importlib.import_module(library)
     except Exception as exc:
-        extra = "cuda13' (or 'cubeplug[cuda12]" if name == "cuda" else name
-        return f"{library} is not installed ({type(exc).__name__}); pip install 'cubeplug[{extra}]'"
+        extras = "'cubeplug[cuda13]' or 'cubeplug[cuda12]'" if name == "cuda" else f"'cubeplug[{name}]'"
+        return f"{library} is not installed ({type(exc).__name__}); pip install {extras}"
     probe = importlib.import_module(f"cubeplug.backends.{name}.plugin").probe()
     return None if probe.ok else f"no {name} device: {probe.reason}"
 
@@ -82,9 +82,13 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["CUBEPLUG_CACHE_DIR"] = old
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="session", params=BACKENDS)
 def client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A client per backend, shared by a test module (kernels compile once per module)."""
+    """One client per backend for the whole session (kernels compile once; one device each).
+
+    A session-wide client also avoids opening a second WebGPU device after closing the first,
+    which crashes wgpu 0.32 on NVIDIA's Vulkan driver.
+    """
     reason = skip_reason(request.param)
     if reason is not None:
         pytest.skip(reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -66,6 +67,8 @@ class CpuServer(ComputeServer):
         )
         self._pages = storage._pages
         self.queue = WorkerQueue()
+        # A server dropped without close() still stops its worker thread.
+        self._finalizer = weakref.finalize(self, self.queue.close)
         self.scheduler = Scheduler(self.queue.submit, max_streams=self.config.streaming.max_streams)
 
     # ------------------------------------------------------------------ device access (worker side)
@@ -183,4 +186,4 @@ class CpuServer(ComputeServer):
 
     def close(self) -> None:
         """Stop the worker thread."""
-        self.queue.close()
+        self._finalizer()

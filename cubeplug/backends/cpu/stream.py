@@ -38,7 +38,8 @@ class WorkerQueue:
     def close(self) -> None:
         """Stop the worker after the work already submitted."""
         self._queue.put(None)
-        self._thread.join(timeout=10)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
 
     def _run(self) -> None:
         get = self._queue.get

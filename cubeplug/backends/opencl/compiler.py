@@ -173,12 +173,18 @@ def _build(ctx: DeviceContext, kernel: Kernel, dialect: str, source: str, cache:
     try:
         program.build(options, [ctx.device])
     except cl.Error as e:
-        if e.code != cl.status_code.BUILD_PROGRAM_FAILURE:
+        failed = e.code == cl.status_code.BUILD_PROGRAM_FAILURE
+        log = str(program.get_build_info(ctx.device, cl.program_build_info.LOG)) if failed else ""
+        # Release the failed program now. The error's traceback holds PyOpenCL's build frame, which
+        # holds the program and the error (a reference cycle), and this frame: dropped, the program
+        # goes with its last reference here, not later inside the cyclic garbage collector.
+        e.__traceback__ = None
+        del program
+        if not failed:
             raise CompileError(
                 f"{e.routine}: {e}", backend="opencl", kernel=kernel.name, source=source,
                 options=build_options(kernel),
             ) from e
-        log = str(program.get_build_info(ctx.device, cl.program_build_info.LOG))
         raise _compile_error(ctx, kernel, dialect, source, log or str(e)) from e
     return program
 

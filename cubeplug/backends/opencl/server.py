@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import threading
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -39,6 +41,82 @@ from cubeplug.core.stream import MultiStream
 #: Servers still open: closed at interpreter exit, so that no helper thread is inside a PyOpenCL call
 #: (a C++ frame) when Python finalises, which aborts the process ("terminate called...").
 _open_servers: weakref.WeakSet[OpenCLServer] = weakref.WeakSet()
+
+#: How long closing waits for a helper thread (it only waits for work already queued).
+_JOIN_TIMEOUT = 60.0
+
+
+class _Natives:
+    """Everything a server holds of the driver, with no reference back to the server.
+
+    A server always sits in reference cycles (the client and the server point at each other, the
+    memory management calls back into the server), so whatever driver objects it still holds are
+    released by the cyclic garbage collector, in an order that depends on the collector's lists,
+    on whichever thread happens to collect (NVIDIA's driver segfaulted in ``clReleaseMemObject``
+    there, releasing a closed client's sub-buffers inside ``gc.collect()``). So the driver objects
+    are held here, and :func:`_release` drops them once, in a fixed order, when the server is closed
+    or, failing that, from the server's finalizer when it is collected.
+    """
+
+    __slots__ = ("compiled", "ctx", "multistream", "scratch", "staging", "storage", "waiter")
+
+    def __init__(
+        self,
+        ctx: DeviceContext,
+        storage: OpenCLStorage,
+        multistream: MultiStream[Any, Any],
+        waiter: EventWaiter,
+        staging: StagingPool,
+        compiled: list[dict[Any, Any]],
+    ) -> None:
+        self.ctx = ctx
+        self.storage = storage
+        self.multistream = multistream
+        self.waiter = waiter
+        self.staging = staging
+        self.compiled = compiled
+        self.scratch: Any = None
+
+
+def _forget_bindings(tables: list[dict[Any, Any]]) -> None:
+    """Kernels forget the buffers they bound last (they bind them again at their next launch)."""
+    for table in tables:
+        for compiled in list(table.values()):
+            compiled.program.forget_bindings()
+
+
+def _release(natives: _Natives) -> None:
+    """Release a server's driver objects in a safe order: first stop the helper threads (after the
+    work already queued), so that no thread waits on an event while its queue goes away; then let
+    every queue finish; then drop the kernels (they hold their last buffer arguments), the staging
+    chunks (their unmaps run on the allocation queue, which is finished next), the pages and
+    sub-buffers, and last the queues themselves."""
+    import pyopencl as cl
+
+    ms = natives.multistream
+    if threading.current_thread() in (ms.gc.thread, natives.waiter.thread):
+        # The collector ran on a helper thread of this very server, which cannot wait for itself.
+        threading.Thread(target=_release, args=(natives,), name="cubeplug-opencl-release").start()
+        return
+    natives.waiter.close(_JOIN_TIMEOUT)
+    ms.close()
+    ms.gc.join(_JOIN_TIMEOUT)
+    states = [state for _, state in ms.streams.created()]
+    states.extend(ms.streams.created_specials())
+    for state in states:
+        with contextlib.suppress(cl.Error):
+            state.stream.finish()
+    _forget_bindings(natives.compiled)
+    for table in natives.compiled:
+        table.clear()
+    natives.scratch = None
+    natives.staging.keep = 0  # chunks still on their way back are released, not kept
+    natives.staging.clear()
+    with contextlib.suppress(cl.Error):
+        natives.ctx.alloc_queue.finish()
+    natives.storage.close()
+    ms.streams.clear()
+    del states
 
 
 @atexit.register
@@ -121,7 +199,12 @@ class OpenCLServer(ComputeServer):
         self._copy = cl.enqueue_copy
         self._cl = cl
         self._closed = False
-        self._scratch: Any = None
+        self._natives = _Natives(
+            ctx, storage, self.multistream, self.waiter, self.staging,
+            [self._compiled, self._checked_kernels, self.compile_cache._entries],
+        )
+        storage.forget_bindings = functools.partial(_forget_bindings, self._natives.compiled)
+        self._release = weakref.finalize(self, _release, self._natives)
         _open_servers.add(self)
 
     # ------------------------------------------------------------------ streams
@@ -304,8 +387,7 @@ class OpenCLServer(ComputeServer):
     # ------------------------------------------------------------------ memory
     def memory_cleanup(self) -> None:
         """Free unused pages; kernels forget the buffers bound last, so freed pages are not kept alive."""
-        for compiled in list(self._compiled.values()) + list(self._checked_kernels.values()):
-            compiled.program.forget_bindings()
+        _forget_bindings(self._natives.compiled)
         super().memory_cleanup()
         self.staging.clear()
 
@@ -330,10 +412,11 @@ class OpenCLServer(ComputeServer):
             return None
         import time
 
-        if self._scratch is None:
-            self._scratch = self._cl.Buffer(self.ctx.context, self._cl.mem_flags.READ_WRITE, 64)
+        natives = self._natives
+        if natives.scratch is None:
+            natives.scratch = self._cl.Buffer(self.ctx.context, self._cl.mem_flags.READ_WRITE, 64)
         queue = self.multistream.streams.get(stream_id).stream
-        event = self._cl.enqueue_fill_buffer(queue, self._scratch, np.uint32(0), 0, 4)
+        event = self._cl.enqueue_fill_buffer(queue, natives.scratch, np.uint32(0), 0, 4)
         queue.flush()
         return (event, time.perf_counter())
 
@@ -352,7 +435,8 @@ class OpenCLServer(ComputeServer):
         return max(0.0, time.perf_counter() - t0)
 
     def close(self) -> None:
-        """Wait for the queued work and release the queues, the threads and the pages."""
+        """Wait for the queued work, stop the helper threads and release the driver objects now
+        (queues, kernels, pages, staging), rather than leave them to the cyclic garbage collector."""
         if self._closed:
             return
         self._closed = True
@@ -360,8 +444,4 @@ class OpenCLServer(ComputeServer):
         try:
             self.multistream.sync_all()
         finally:
-            self.waiter.close()
-            self.multistream.close()
-            self.staging.clear()
-            for compiled in list(self._compiled.values()) + list(self._checked_kernels.values()):
-                compiled.program.forget_bindings()
+            self._release()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,9 @@ class OpenCLStorage(ComputeStorage):
         self._sizes: dict[int, int] = {}
         self._subs: dict[int, dict[tuple[int, int], Any]] = {}
         self._reserved = 0
+        #: Called before a page's sub-buffers are released, so that whatever else holds them (kernels
+        #: keep the buffers they bound last) lets them go first; set by the server.
+        self.forget_bindings: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ ComputeStorage
     def alloc(self, size: int) -> StorageHandle:
@@ -84,13 +88,25 @@ class OpenCLStorage(ComputeStorage):
         return StorageHandle(sid, 0, size)
 
     def dealloc(self, id: int) -> None:
-        """Release a page and its sub-buffers; OpenCL keeps them alive for commands still queued."""
-        if self._pages.pop(id, None) is not None:
-            self._reserved -= self._sizes.pop(id)
-            self._subs.pop(id, None)
+        """Release a page and its sub-buffers; OpenCL keeps them alive for commands still queued.
+
+        The sub-buffers go first (kernels let go of those they bound last before), then the page:
+        no sub-buffer outlives its page in this storage.
+        """
+        if id not in self._pages:
+            return
+        subs = self._subs.pop(id, None)
+        if subs is not None:
+            if self.forget_bindings is not None:
+                self.forget_bindings()
+            subs.clear()
+            del subs
+        del self._pages[id]
+        self._reserved -= self._sizes.pop(id)
 
     def get(self, handle: StorageHandle) -> Any:
-        """The ``cl.Buffer`` to bind for a region: the page itself or a cached sub-buffer."""
+        """The ``cl.Buffer`` to bind for a region: the page itself (a region at the page's start) or a
+        cached sub-buffer."""
         return self.bind(handle.id, handle.offset, handle.size)
 
     def memory_info(self) -> tuple[int, int] | None:
@@ -99,15 +115,22 @@ class OpenCLStorage(ComputeStorage):
 
     # ------------------------------------------------------------------ binding (launch hot path)
     def bind(self, page: int, offset: int, size: int) -> Any:
-        """A buffer covering ``size`` bytes at ``offset`` of ``page`` (offset aligned by the caller)."""
+        """A buffer that starts at ``offset`` of ``page`` and covers ``size`` bytes (offset aligned by
+        the caller): the page itself when the region starts the page, else a cached sub-buffer.
+
+        A kernel does not see the size of its buffers, so a region at offset 0 binds the whole page
+        rather than a sub-buffer. That is also what keeps NVIDIA's driver alive: several sub-buffers
+        at origin 0 of one page (slices of different sizes lent at the page's start over time), used
+        by kernels, segfault ``clReleaseMemObject`` when they are released.
+        """
+        if offset == 0 or size == 0:
+            return self._pages[page]
         subs = self._subs.get(page)
         if subs is not None:
             buf = subs.get((offset, size))
             if buf is not None:
                 return buf
         buf = self._pages[page]
-        if size == 0 or (offset == 0 and size == self._sizes[page]):
-            return buf
         if subs is None or len(subs) >= SUB_BUFFER_CACHE:
             subs = self._subs[page] = {}
         sub = subs[(offset, size)] = buf.get_sub_region(offset, size)
@@ -133,10 +156,12 @@ class OpenCLStorage(ComputeStorage):
         )
 
     def close(self) -> None:
-        """Release every page."""
+        """Release every page, each after its sub-buffers (see :meth:`dealloc`)."""
+        if self._subs and self.forget_bindings is not None:
+            self.forget_bindings()
+        self._subs.clear()
         self._pages.clear()
         self._sizes.clear()
-        self._subs.clear()
         self._reserved = 0
 
 

@@ -77,10 +77,16 @@ class EventWaiter:
         """Call ``callback(None)`` once ``event`` completed, or ``callback(error)`` if it failed."""
         self._queue.put((event, callback))
 
-    def close(self) -> None:
-        """Stop the thread after the events already submitted."""
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread that waits for the events and calls back."""
+        return self._thread
+
+    def close(self, timeout: float = 10) -> None:
+        """Stop the thread after the events already submitted (and wait for that, unless on the thread)."""
         self._queue.put(None)
-        self._thread.join(timeout=10)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         get = self._queue.get

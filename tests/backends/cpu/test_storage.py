@@ -29,3 +29,26 @@ def test_memory_properties() -> None:
     props = memory_properties()
     assert props.alignment == ALIGNMENT
     assert 64 << 20 <= props.max_page_size <= 4 << 30
+
+
+def test_a_dropped_client_releases_its_server_and_worker_thread() -> None:
+    import gc
+    import threading
+    import weakref
+
+    from tests.conftest import make_cpu_client
+
+    gc.collect()
+    before = threading.active_count()
+    client = make_cpu_client()
+    h = client.create(b"data")
+    assert bytes(client.read_one(h)) == b"data"
+    server = weakref.ref(client.server)
+    del client, h
+    # No reference cycle holds the server: it goes at once, without the cycle collector.
+    assert server() is None
+    for _ in range(100):
+        if threading.active_count() <= before:
+            break
+        threading.Event().wait(0.01)
+    assert threading.active_count() <= before
