@@ -84,11 +84,7 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 @pytest.fixture(scope="session", params=BACKENDS)
 def client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """One client per backend for the whole session (kernels compile once; one device each).
-
-    A session-wide client also avoids opening a second WebGPU device after closing the first,
-    which crashes wgpu 0.32 on NVIDIA's Vulkan driver.
-    """
+    """One client per backend for the whole session (kernels compile once; one device each)."""
     reason = skip_reason(request.param)
     if reason is not None:
         pytest.skip(reason)
