@@ -18,7 +18,7 @@ apt_install mesa-vulkan-drivers libvulkan1 ocl-icd-libopencl1
 $PY -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,pocl,webgpu,cli}]"
+.venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,pocl,webgpu,cli,plot}]"
 for p in plugins/*/; do
   [ -f "$p/pyproject.toml" ] && .venv/bin/python -m pip install -q -e "$p"
 done

@@ -55,10 +55,15 @@ def usable_backends() -> list[str]:
 def is_gpu(client: Any) -> bool:
     """True when the client drives a GPU (not a CPU device such as PoCL, lavapipe or the cpu backend)."""
     props = client.properties
-    if client.backend == "cpu":
-        return False
-    kind = str(props.get("device_type") or props.get("adapter_type") or "gpu").lower()
-    return "cpu" not in kind
+    kind = props.get("device_type") or props.get("adapter_type")
+    if not kind:  # no device type reported: the backend's declared kind ("gpu" or "cpu")
+        try:
+            from cubeplug.core.plugins import registry
+
+            kind = registry().backend(client.backend).spec.kind
+        except Exception:
+            kind = "cpu" if client.backend == "cpu" else "gpu"
+    return "cpu" not in str(kind).lower()
 
 
 def describe(client: Any) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def rows(result: Mapping[str, Any]) -> list[list[str]]:
             )
     red = result.get("reduce_sum")
     if isinstance(red, Mapping) and "cubeplug_ms" in red:
-        label = f"reduce_sum {red['n']} f32 (ms) [{red['chosen']}] vs {red['baseline']}"
+        label = f"reduce_sum {red['n']} f32 (ms) [{red['chosen']}] vs {red['baseline'] or 'no baseline'}"
         quotient = red["ratio_time_cubeplug_over_baseline"]
         out.append(_row(label, red["cubeplug_ms"], red["baseline_ms"], quotient, 4))
         quotient = red["ratio_read_gbps_over_copy_peak_gbps"]
@@ -72,7 +72,7 @@ def rows(result: Mapping[str, Any]) -> list[list[str]]:
         out.append(_row(label, red["cubeplug_read_gbps"], red["copy_peak_gbps"], quotient))
     mm = result.get("matmul")
     if isinstance(mm, Mapping) and "cubeplug_tflops" in mm:
-        label = f"matmul {mm['m']}^3 f32 (TFLOP/s) [{mm['chosen']}] vs {mm['baseline']}"
+        label = f"matmul {mm['m']}^3 f32 (TFLOP/s) [{mm['chosen']}] vs {mm['baseline'] or 'no baseline'}"
         quotient = mm["ratio_tflops_cubeplug_over_baseline"]
         out.append(_row(label, mm["cubeplug_tflops"], mm["baseline_tflops"], quotient, 4))
     for check in result.get("autotune_check") or []:
