@@ -243,7 +243,9 @@ class ComputeClient:
                 self._server.sync_all()
             return
         with self._lock:
-            self._server.sync(sid)
+            wait = self._server.sync_begin(sid)
+        if wait is not None:
+            wait()  # outside the lock: other threads keep launching meanwhile
 
     @contextlib.contextmanager
     def stream(self) -> Iterator[int]:

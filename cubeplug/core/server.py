@@ -14,7 +14,7 @@ import itertools
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -446,10 +446,22 @@ class ComputeServer(ABC):
         finally:
             self.pop_allocation_mode()
 
+    def sync_begin(self, stream_id: int) -> Callable[[], None] | None:
+        """Start a sync under the client's lock; return a wait to run outside it (None: done).
+
+        Backends whose wait needs no server state override this so that one thread waiting for the
+        device never stalls the other threads' calls; the default syncs under the lock.
+        """
+        self.sync(stream_id)
+        return None
+
     def raise_async_error(self, errors: list[BaseException]) -> None:
         """Raise (and clear) the first asynchronous error recorded by a backend."""
         if errors:
-            first = errors[0]
+            try:
+                first = errors.pop(0)  # atomic: safe from a wait running outside the lock
+            except IndexError:
+                return
             errors.clear()
             if isinstance(first, LaunchError):
                 raise first

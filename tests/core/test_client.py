@@ -474,3 +474,28 @@ def test_dropping_a_handle_with_queued_work_keeps_its_memory(cpu_client) -> None
     gate.set()
     np.testing.assert_array_equal(cpu_client.to_numpy(y, "f32"), np.full(64, 3, dtype=np.float32))
     np.testing.assert_array_equal(cpu_client.to_numpy(again, "f32"), np.full(64, 100, dtype=np.float32))
+
+
+def test_a_thread_waiting_in_sync_does_not_stall_other_threads(cpu_client) -> None:  # type: ignore[no-untyped-def]
+    gate = threading.Event()
+    waiting = Kernel("waiting", [], {"python": lambda launch: gate.wait(10)})
+    cpu_client.launch(waiting, 1)
+    syncing = threading.Thread(target=cpu_client.sync)
+    syncing.start()
+    done = threading.Event()
+
+    def other() -> None:
+        h = cpu_client.create(b"meanwhile")  # needs the client's lock, not the worker
+        cpu_client.launch(NOOP, 1)
+        assert h.size == 9
+        done.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    try:
+        assert done.wait(5), "another thread's calls stalled behind a sync"
+        assert syncing.is_alive(), "the sync must still be waiting for the gated kernel"
+    finally:
+        gate.set()
+        syncing.join(10)
+        worker.join(10)

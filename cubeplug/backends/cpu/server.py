@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -177,6 +177,18 @@ class CpuServer(ComputeServer):
         self.scheduler.flush(stream_id)
         self.queue.fence().wait()
         self.raise_async_error(self.queue.errors)
+
+    def sync_begin(self, stream_id: int) -> Callable[[], None]:
+        """Submit the stream's tasks now; the returned wait for the worker needs no lock."""
+        self.scheduler.flush(stream_id)
+        fence = self.queue.fence()
+        errors = self.queue.errors
+
+        def wait() -> None:
+            fence.wait()
+            self.raise_async_error(errors)
+
+        return wait
 
     def sync_all(self) -> None:
         """Submit every stream's tasks and wait until the worker ran them."""
