@@ -20,7 +20,7 @@ import contextlib
 import functools
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -378,6 +378,18 @@ class OpenCLServer(ComputeServer):
         """Wait until the stream's commands completed."""
         self.multistream.sync(stream_id)
         self.raise_async_error(self.multistream.gc.errors)
+
+    def sync_begin(self, stream_id: int) -> Callable[[], None]:
+        """Flush the stream's queue under the client's lock; the returned wait runs outside it."""
+        ms = self.multistream
+        event = ms.backend.flush(ms.streams.get(stream_id).stream)
+        errors = ms.gc.errors
+
+        def wait() -> None:
+            ms.backend.wait_event_sync(event)
+            self.raise_async_error(errors)
+
+        return wait
 
     def sync_all(self) -> None:
         """Wait until every stream's commands completed and pinned memory was released."""

@@ -492,3 +492,31 @@ def test_process_exits_cleanly_with_work_pending() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "terminate called" not in done.stderr
+
+
+def test_a_thread_waiting_in_sync_does_not_stall_other_threads(client) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    n = 1 << 12
+    x = client.create(np.zeros(n, np.int32))
+    client.sync()
+    rounds = 200_000 if client.properties["device_type"] != "gpu" else 20_000_000
+    t0 = time.perf_counter()
+    client.launch(SLOW, n // 64, [x], [rounds])
+    syncing = threading.Thread(target=client.sync)
+    syncing.start()
+    t_other = None
+
+    def other() -> None:
+        nonlocal t_other
+        client.memory_usage()  # needs the client's lock, not the device
+        t_other = time.perf_counter()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join(60)
+    syncing.join(60)
+    t_sync = time.perf_counter()
+    assert t_other is not None
+    # The other thread finished well before the sync did: it never queued behind the lock.
+    assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
