@@ -10,7 +10,7 @@ a source that already is pinned (a ``reserve_staging`` buffer) is copied by DMA 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -147,7 +147,10 @@ class CudaServer(ComputeServer):
     def _raise_errors(self) -> None:
         for errors in (self.multistream.gc.errors, self._errors):
             if errors:
-                first = errors[0]
+                try:
+                    first = errors.pop(0)  # atomic: a sync's wait runs outside the client's lock
+                except IndexError:
+                    continue
                 errors.clear()
                 if isinstance(first, CubeplugError):
                     raise first
@@ -613,6 +616,19 @@ class CudaServer(ComputeServer):
         self.multistream.sync(stream_id)
         self._pins.pop(stream_id % self._slots, None)  # the work that used them is done
         self._raise_errors()
+
+    def sync_begin(self, stream_id: int) -> Callable[[], None]:
+        """Record the stream's event under the client's lock; the returned wait runs outside it."""
+        self.guard()
+        event = self.streams.flush(self._state(stream_id))
+        self._release(stream_id, event)  # pinned memory goes back once that event fires
+        streams = self.streams
+
+        def wait() -> None:
+            streams.wait_event_sync(event)
+            self._raise_errors()
+
+        return wait
 
     def sync_all(self) -> None:
         """Block until every stream's work completed and pinned memory was released."""

@@ -555,3 +555,43 @@ def test_memory_used_by_another_stream_is_not_reused_while_in_use(mode, client) 
         assert client.server._ptr(y) != address
     client.sync(all_streams=True)
     np.testing.assert_array_equal(client.to_numpy(y, "i32"), np.full(n, 7, np.int32))
+
+
+def test_a_thread_waiting_in_sync_does_not_stall_other_threads(mode, client) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    if mode == "fake":
+        pytest.skip("the host-memory stand-in has no device time to wait for")
+    from cubeplug import Buffer, Kernel, Scalar
+
+    spin = Kernel(
+        "spin_wait",
+        [Buffer("out", "f32", "write"), Scalar("iters", "u32")],
+        {"c": """KERNEL spin_wait(GLOBAL float* out, unsigned int iters) {
+    float v = (float)ABSOLUTE_POS_X;
+    for (unsigned int k = 0; k < iters; ++k) v = v * 0.9999f + 0.5f;
+    out[ABSOLUTE_POS_X] = v;
+}"""},
+        cube_dim=128,
+    )
+    out = client.empty(4 * 128)
+    client.launch(spin, 1, [out], [1])
+    client.sync()
+    t0 = time.perf_counter()
+    client.launch(spin, 1, [out], [50_000_000])
+    syncing = threading.Thread(target=client.sync)
+    syncing.start()
+    t_other = None
+
+    def other() -> None:
+        nonlocal t_other
+        client.memory_usage()  # needs the client's lock, not the device
+        t_other = time.perf_counter()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join(60)
+    syncing.join(60)
+    t_sync = time.perf_counter()
+    assert t_other is not None and not syncing.is_alive()
+    assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
