@@ -577,21 +577,21 @@ def test_a_thread_waiting_in_sync_does_not_stall_other_threads(mode, client) -> 
     out = client.empty(4 * 128)
     client.launch(spin, 1, [out], [1])
     client.sync()
+    started = threading.Event()
+
+    def launch_and_sync() -> None:  # its own stream: the sync waits for this launch
+        client.launch(spin, 1, [out], [50_000_000])
+        started.set()
+        client.sync()
+
     t0 = time.perf_counter()
-    client.launch(spin, 1, [out], [50_000_000])
-    syncing = threading.Thread(target=client.sync)
+    syncing = threading.Thread(target=launch_and_sync)
     syncing.start()
-    t_other = None
-
-    def other() -> None:
-        nonlocal t_other
-        client.memory_usage()  # needs the client's lock, not the device
-        t_other = time.perf_counter()
-
-    worker = threading.Thread(target=other)
-    worker.start()
-    worker.join(60)
+    assert started.wait(30)
+    time.sleep(0.02)  # let the sync begin waiting
+    client.memory_usage()  # needs the client's lock, not the device
+    t_other = time.perf_counter()
     syncing.join(60)
     t_sync = time.perf_counter()
-    assert t_other is not None and not syncing.is_alive()
+    assert not syncing.is_alive()
     assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)

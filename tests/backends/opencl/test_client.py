@@ -501,22 +501,21 @@ def test_a_thread_waiting_in_sync_does_not_stall_other_threads(client) -> None: 
     x = client.create(np.zeros(n, np.int32))
     client.sync()
     rounds = 200_000 if client.properties["device_type"] != "gpu" else 20_000_000
+    started = threading.Event()
+
+    def launch_and_sync() -> None:  # its own stream: the sync waits for this launch
+        client.launch(SLOW, n // 64, [x], [rounds])
+        started.set()
+        client.sync()
+
     t0 = time.perf_counter()
-    client.launch(SLOW, n // 64, [x], [rounds])
-    syncing = threading.Thread(target=client.sync)
+    syncing = threading.Thread(target=launch_and_sync)
     syncing.start()
-    t_other = None
-
-    def other() -> None:
-        nonlocal t_other
-        client.memory_usage()  # needs the client's lock, not the device
-        t_other = time.perf_counter()
-
-    worker = threading.Thread(target=other)
-    worker.start()
-    worker.join(60)
+    assert started.wait(30)
+    time.sleep(0.02)  # let the sync begin waiting
+    client.memory_usage()  # needs the client's lock, not the device
+    t_other = time.perf_counter()
     syncing.join(60)
     t_sync = time.perf_counter()
-    assert t_other is not None
-    # The other thread finished well before the sync did: it never queued behind the lock.
+    assert not syncing.is_alive()
     assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
