@@ -479,9 +479,16 @@ def test_dropping_a_handle_with_queued_work_keeps_its_memory(cpu_client) -> None
 def test_a_thread_waiting_in_sync_does_not_stall_other_threads(cpu_client) -> None:  # type: ignore[no-untyped-def]
     gate = threading.Event()
     waiting = Kernel("waiting", [], {"python": lambda launch: gate.wait(10)})
-    cpu_client.launch(waiting, 1)
-    syncing = threading.Thread(target=cpu_client.sync)
+    started = threading.Event()
+
+    def launch_and_sync() -> None:  # its own stream: the sync waits for this launch
+        cpu_client.launch(waiting, 1)
+        started.set()
+        cpu_client.sync()
+
+    syncing = threading.Thread(target=launch_and_sync)
     syncing.start()
+    assert started.wait(10)
     done = threading.Event()
 
     def other() -> None:
@@ -491,11 +498,13 @@ def test_a_thread_waiting_in_sync_does_not_stall_other_threads(cpu_client) -> No
         done.set()
 
     worker = threading.Thread(target=other)
-    worker.start()
     try:
+        threading.Event().wait(0.05)  # let the sync begin waiting
+        worker.start()
         assert done.wait(5), "another thread's calls stalled behind a sync"
         assert syncing.is_alive(), "the sync must still be waiting for the gated kernel"
     finally:
         gate.set()
         syncing.join(10)
-        worker.join(10)
+        if worker.ident is not None:
+            worker.join(10)
