@@ -23,7 +23,7 @@ import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
-from cubeplug.core.errors import LaunchError, ValidationError
+from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
 from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import AllocationMode, MemoryLimit, MemoryManagement, MemoryUsage, PoolReport
@@ -463,7 +463,7 @@ class ComputeServer(ABC):
             except IndexError:
                 return
             errors.clear()
-            if isinstance(first, LaunchError):
+            if isinstance(first, CubeplugError):  # already mapped by the backend (LaunchError, ...)
                 raise first
             message = f"queued work failed on {self.info}: {type(first).__name__}: {first}"
             raise LaunchError(message) from first

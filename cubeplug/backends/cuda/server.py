@@ -41,7 +41,6 @@ _H2D, _D2H, _D2D, _DEFAULT = 1, 2, 3, 4
 #: cudaHostAllocPortable: pinned for every device's context, not only the current one.
 _HOST_ALLOC_PORTABLE = 1
 #: Held tokens of other streams are handed to the GC thread in batches of this many.
-_PIN_BATCH = 64
 
 
 class CudaServer(ComputeServer):
@@ -130,10 +129,8 @@ class CudaServer(ComputeServer):
         self._completer = Completer()
         self._errors: list[BaseException] = []
         self._closed = False
-        self._slots = self.multistream.max_streams
         #: Memory of other streams used by queued work, per stream slot, held until an event of this
         #: stream completes (the owner stream could otherwise reuse it while the work still runs).
-        self._pins: dict[int, list[Any]] = {}
 
     # ------------------------------------------------------------------ helpers
     def _ptr(self, handle: Handle) -> int:
@@ -146,17 +143,7 @@ class CudaServer(ComputeServer):
 
     def _raise_errors(self) -> None:
         for errors in (self.multistream.gc.errors, self._errors):
-            if errors:
-                try:
-                    first = errors.pop(0)  # atomic: a sync's wait runs outside the client's lock
-                except IndexError:
-                    continue
-                errors.clear()
-                if isinstance(first, CubeplugError):
-                    raise first
-                raise LaunchError(
-                    f"queued work failed on {self.info}: {type(first).__name__}: {first}"
-                ) from first
+            self.raise_async_error(errors)
 
     def _is_pinned(self, address: int, nbytes: int) -> bool:
         if self.pinned.contains(address, nbytes):
@@ -197,22 +184,12 @@ class CudaServer(ComputeServer):
         self.guard()
         ptrs = self._ptrs
         pointers = []
-        slots = self._slots
-        slot = stream_id % slots
-        foreign: list[Any] | None = None
         try:
             for h in buffers:
-                memory = h._memory
-                region = memory.storage  # type: ignore[union-attr]
+                region = h._memory.storage  # type: ignore[union-attr]
                 pointers.append(ptrs[region.id] + region.offset + h.start)
-                if h.stream % slots != slot:
-                    if foreign is None:
-                        foreign = []
-                    foreign.append(memory)
         except AttributeError:
             raise ValidationError("a buffer handle was dropped with .drop(); create a new handle") from None
-        if foreign is not None:
-            self._hold(stream_id, foreign)
         if count.handle is not None:
             grid = self._dynamic_grid(stream_id, count.handle)
             if grid is None:
@@ -230,37 +207,6 @@ class CudaServer(ComputeServer):
             return
         with ms.resolve_analysis(stream_id, analysis) as res:
             self._launch(program, res.stream, grid, pointers, scalars)
-
-    def _hold(self, stream_id: int, tokens: list[Any]) -> None:
-        """Keep other streams' memory used by work queued on ``stream_id`` until that work is done.
-
-        The core MultiStream pins such memory only when the stream had to wait for its owner; on a
-        later use nothing would keep the owner from reusing it after a drop. Tokens are batched and
-        released with the stream's next event (a read, a flush, a batch of 64) or at a sync.
-        """
-        slot = stream_id % self._slots
-        held = self._pins.get(slot)
-        if held is None:
-            self._pins[slot] = tokens
-            return
-        held.extend(tokens)
-        if len(held) >= _PIN_BATCH:
-            self._release(stream_id)
-
-    def _hold_handles(self, stream_id: int, handles: Sequence[Handle]) -> None:
-        slots = self._slots
-        slot = stream_id % slots
-        tokens = [h.memory() for h in handles if h.stream % slots != slot]
-        if tokens:
-            self._hold(stream_id, tokens)
-
-    def _release(self, stream_id: int, event: Any = None) -> None:
-        """Hand the held memory of a stream to the GC thread, freed once ``event`` (or a new one) fires."""
-        held = self._pins.pop(stream_id % self._slots, None)
-        if held:
-            if event is None:
-                event = self.streams.flush(self._state(stream_id))
-            self.multistream.gc.register(event, held)
 
     def _launch(
         self,
@@ -335,7 +281,6 @@ class CudaServer(ComputeServer):
         dst = self._ptr(handle)
         with self.multistream.resolve(stream_id, (handle,)) as res:
             self._upload(res.stream, dst, data)
-        self._hold_handles(stream_id, (handle,))
 
     def create(self, data: Any, stream_id: int) -> Handle:
         """A handle holding a copy of host data, or of a device array (a device-to-device copy)."""
@@ -403,8 +348,6 @@ class CudaServer(ComputeServer):
                     self._memcpy(block.ptr + offset, src, n, _D2H, stream.ptr)
                 offset += n
             event = self.streams.flush(stream)
-        self._hold_handles(stream_id, handles)
-        self._release(stream_id, event)
         pool = self.pinned
 
         def finish() -> list[bytes]:
@@ -446,7 +389,6 @@ class CudaServer(ComputeServer):
         s, d = self._ptr(src), self._ptr(dst)
         with self.multistream.resolve(stream_id, (src, dst)) as res:
             self._memcpy(d, s, n, _D2D, res.stream.ptr)
-        self._hold_handles(stream_id, (src, dst))
 
     def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Numpy arrays over pinned host memory; ``create`` copies them by DMA, with no extra copy."""
@@ -531,8 +473,6 @@ class CudaServer(ComputeServer):
             block = self.pinned.take(n)
             self._memcpy2d(block.ptr, rows.width, src, rows.pitch, rows.width, rows.height, _D2H, stream.ptr)
             event = self.streams.flush(stream)
-        self._hold_handles(stream_id, (handle,))
-        self._release(stream_id, event)
         pool = self.pinned
 
         def finish() -> np.ndarray:
@@ -602,9 +542,6 @@ class CudaServer(ComputeServer):
     # ------------------------------------------------------------------ synchronisation
     def flush(self, stream_id: int) -> None:
         """CUDA submits work at once: release deferred frees and raise recorded errors."""
-        if self._pins:
-            self.guard()
-            self._release(stream_id)
         if self.storage.has_pending:
             self.guard()
             self.storage.flush()
@@ -614,14 +551,12 @@ class CudaServer(ComputeServer):
         """Block until the stream's work completed."""
         self.guard()
         self.multistream.sync(stream_id)
-        self._pins.pop(stream_id % self._slots, None)  # the work that used them is done
         self._raise_errors()
 
     def sync_begin(self, stream_id: int) -> Callable[[], None]:
         """Record the stream's event under the client's lock; the returned wait runs outside it."""
         self.guard()
         event = self.streams.flush(self._state(stream_id))
-        self._release(stream_id, event)  # pinned memory goes back once that event fires
         streams = self.streams
 
         def wait() -> None:
@@ -634,7 +569,6 @@ class CudaServer(ComputeServer):
         """Block until every stream's work completed and pinned memory was released."""
         self.guard()
         self.multistream.sync_all()
-        self._pins.clear()
         self._raise_errors()
 
     def memory_cleanup(self) -> None:
