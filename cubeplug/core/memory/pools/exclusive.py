@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections import deque
-
 from cubeplug.core.memory.pages import PageSource
+from cubeplug.core.memory.pools.lending import LendingPool
 from cubeplug.core.memory.slice_token import SliceRef, SliceToken
-from cubeplug.core.memory.usage import MemoryUsage, PoolReport
+from cubeplug.core.memory.usage import PoolReport
 from cubeplug.core.storage import StorageHandle
 
 #: Weight of each new reservation in the running average of sizes.
@@ -30,7 +29,7 @@ class _Page:
         self.storage: StorageHandle | None = None
 
 
-class ExclusivePool:
+class ExclusivePool(LendingPool):
     """Pages lent whole to one reservation of at most ``max_alloc_size`` bytes each.
 
     A reservation reuses the free page with the fewest idle strikes (ties: the smallest) whose
@@ -46,6 +45,7 @@ class ExclusivePool:
     kind = "exclusive"
 
     def __init__(self, source: PageSource, max_alloc_size: int, max_pages: int | None = None) -> None:
+        super().__init__()
         self._source = source
         self._align = source.alignment
         self.max_alloc_size = max_alloc_size
@@ -54,12 +54,6 @@ class ExclusivePool:
         self.average = 0.0
         self._pages: list[_Page] = []
         self._free: list[_Page] = []
-        self._freed: deque[SliceRef] = deque()
-        self._on_free = self._freed.append
-        self._live = 0
-        self._in_use = 0
-        self._padding = 0
-        self._reserved = 0
 
     def accepts(self, size: int) -> bool:
         """True for sizes up to ``max_alloc_size``."""
@@ -161,11 +155,6 @@ class ExclusivePool:
             self._reserved -= freed
         return freed
 
-    def usage(self) -> MemoryUsage:
-        """Live pages, their requested bytes, their padding and the bytes of every page."""
-        if self._freed:
-            self._drain()
-        return MemoryUsage(self._live, self._in_use, self._padding, self._reserved)
 
     def report(self) -> PoolReport:
         """The pool's largest reservation, pages, live pages and bytes."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections import deque
-
 from cubeplug.core.memory.pages import PageSource
+from cubeplug.core.memory.pools.lending import LendingPool
 from cubeplug.core.memory.slice_token import SliceRef, SliceToken
-from cubeplug.core.memory.usage import MemoryUsage, PoolReport
+from cubeplug.core.memory.usage import PoolReport
 from cubeplug.core.storage import StorageHandle
 
 
@@ -24,7 +23,7 @@ class _Page:
         self.storage = handle.region(0, padded)
 
 
-class PersistentPool:
+class PersistentPool(LendingPool):
     """Exact-size pages for reservations in persistent windows, reused by later reservations of that size.
 
     Buckets are keyed by the padded size (the size rounded up to the alignment); a size-0
@@ -35,6 +34,7 @@ class PersistentPool:
     kind = "persistent"
 
     def __init__(self, source: PageSource, max_alloc_size: int) -> None:
+        super().__init__()
         self._source = source
         self._align = source.alignment
         self.max_alloc_size = max_alloc_size
@@ -42,12 +42,6 @@ class PersistentPool:
         self.count = 0
         self._pages: list[_Page] = []
         self._free: dict[int, list[_Page]] = {}
-        self._freed: deque[SliceRef] = deque()
-        self._on_free = self._freed.append
-        self._live = 0
-        self._in_use = 0
-        self._padding = 0
-        self._reserved = 0
 
     def accepts(self, size: int) -> bool:
         """True for sizes up to ``max_alloc_size``."""
@@ -121,11 +115,6 @@ class PersistentPool:
             self._reserved -= freed
         return freed
 
-    def usage(self) -> MemoryUsage:
-        """Live pages, their requested bytes, their padding and the bytes of every page."""
-        if self._freed:
-            self._drain()
-        return MemoryUsage(self._live, self._in_use, self._padding, self._reserved)
 
     def report(self) -> PoolReport:
         """The pool's pages, live pages and bytes."""

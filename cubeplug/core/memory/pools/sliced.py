@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections import deque
-
 from cubeplug.core.memory.pages import PageSource
+from cubeplug.core.memory.pools.lending import LendingPool
 from cubeplug.core.memory.slice_token import SliceRef, SliceToken
-from cubeplug.core.memory.usage import MemoryUsage, PoolReport
+from cubeplug.core.memory.usage import PoolReport
 from cubeplug.core.storage import StorageHandle
 
 
@@ -40,7 +39,7 @@ class _Slice:
         self.storage: StorageHandle | None = None
 
 
-class SlicedPool:
+class SlicedPool(LendingPool):
     """Pages of ``page_size`` cut into aligned slices up to ``max_slice_size`` (or within 20 % of a page).
 
     A reservation first reuses a freed slice of exactly its padded size (the most recently freed
@@ -56,6 +55,7 @@ class SlicedPool:
     def __init__(
         self, source: PageSource, page_size: int, max_slice_size: int, max_pages: int | None = None
     ) -> None:
+        super().__init__()
         self._source = source
         self._align = source.alignment
         self.page_size = source.align(page_size)
@@ -66,12 +66,6 @@ class SlicedPool:
         self._free_sizes: dict[int, list[_Slice]] = {}
         self._index_entries = 0
         self._slices = 0
-        self._freed: deque[SliceRef] = deque()
-        self._on_free = self._freed.append
-        self._live = 0
-        self._in_use = 0
-        self._padding = 0
-        self._reserved = 0
 
     # ------------------------------------------------------------------ routing
     def accepts(self, size: int) -> bool:
@@ -232,11 +226,6 @@ class SlicedPool:
         return freed
 
     # ------------------------------------------------------------------ figures
-    def usage(self) -> MemoryUsage:
-        """Live slices, their requested bytes, their padding and the bytes of the pool's pages."""
-        if self._freed:
-            self._drain()
-        return MemoryUsage(self._live, self._in_use, self._padding, self._reserved)
 
     def report(self) -> PoolReport:
         """The pool's page size, largest slice, pages, live slices and bytes."""
