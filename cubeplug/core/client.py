@@ -17,13 +17,13 @@ import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
-from cubeplug.core.errors import ValidationError
+from cubeplug.core.errors import DeviceLostError, ValidationError
 from cubeplug.core.handle import Handle, Tensor
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
 from cubeplug.core.profile import ProfileDuration, ProfileLog
 from cubeplug.core.server import ComputeServer
-from cubeplug.core.stream import current_stream_id, stream_scope
+from cubeplug.core.stream import _local, current_stream_id, stream_scope
 
 R = TypeVar("R")
 _CHECKED = ExecutionMode.CHECKED
@@ -37,6 +37,8 @@ class ComputeClient:
         self._channel = DeviceHandle(server)
         self._server = server
         self._lock = self._channel.lock
+        #: Every thread maps to stream 0 (the "single" streaming policy).
+        self._single = server.stream_id(1) == server.stream_id(2)
         server.client = self
         self._profile = ProfileLog(server.config.profiling.level)
         self._default_mode = (
@@ -78,7 +80,10 @@ class ComputeClient:
     # ------------------------------------------------------------------ memory
     def empty(self, nbytes: int) -> Handle:
         """A handle to ``nbytes`` of uninitialised device memory."""
-        sid = self._sid()
+        try:  # the thread's stream, inlined (this is a hot path)
+            sid = 0 if self._single else _local.stack[-1]
+        except AttributeError:
+            sid = self._sid()
         with self._lock:
             return self._server.empty(nbytes, sid)
 
@@ -186,7 +191,10 @@ class ComputeClient:
         """Launch ``kernel`` on ``count`` cubes; arguments are validated (checked mode)."""
         if type(count) is not CubeCount:
             count = _as_count(count)
-        sid = self._sid()
+        try:  # the thread's stream, inlined (this is the hot path)
+            sid = 0 if self._single else _local.stack[-1]
+        except AttributeError:
+            sid = self._sid()
         if self._profile.enabled:
             self._launch_profiled(kernel, count, buffers, scalars, self._default_mode, sid)
             return
@@ -203,7 +211,10 @@ class ComputeClient:
         """Launch without validating the arguments (the caller vouches for them)."""
         if type(count) is not CubeCount:
             count = _as_count(count)
-        sid = self._sid()
+        try:
+            sid = 0 if self._single else _local.stack[-1]
+        except AttributeError:
+            sid = self._sid()
         with self._lock:
             self._server.launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
 
@@ -288,6 +299,8 @@ class ComputeClient:
         with self._lock:
             try:
                 self._server.sync_all()
+            except DeviceLostError:
+                pass  # nothing to wait for on a lost device: closing it only releases what is left
             finally:
                 self._server.close()
 

@@ -23,25 +23,17 @@ if TYPE_CHECKING:
 class Handle:
     """A view of device memory: a slice plus byte offsets from its start and end."""
 
-    __slots__ = ("__weakref__", "_memory", "_owner", "cursor", "end", "nbytes", "start", "stream")
+    __slots__ = ("__weakref__", "_memory", "_owner", "end", "nbytes", "start", "stream")
 
     def __init__(
-        self,
-        memory: SliceToken,
-        owner: Any,
-        nbytes: int,
-        stream: int,
-        cursor: int = 0,
-        start: int = 0,
-        end: int = 0,
+        self, memory: SliceToken, owner: Any, nbytes: int, stream: int, start: int = 0, end: int = 0
     ) -> None:
         self._memory: SliceToken | None = memory
         self._owner = owner
         #: Bytes of the allocation this handle views (before offsets).
         self.nbytes = nbytes
-        #: The stream that allocated the memory, and that stream's cursor then.
+        #: The stream that allocated the memory (whose pools lent it).
         self.stream = stream
-        self.cursor = cursor
         #: Byte offsets from the start and from the end of the allocation.
         self.start = start
         self.end = end
@@ -89,7 +81,6 @@ class Handle:
             self._owner,
             self.nbytes,
             self.stream,
-            self.cursor,
             self.start + int(more_start),
             self.end + int(more_end),
         )

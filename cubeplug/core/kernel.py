@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -251,6 +251,27 @@ class Kernel:
             f"kernel {self.name!r} has no source for backend {backend!r}: it has "
             f"{sorted(self.sources)}, the backend compiles {list(dialects)}; add a source for one of them"
         )
+
+    def check_scalars(self, values: Sequence[Any]) -> Sequence[Any]:
+        """The scalar values checked against their dtypes: ``values`` itself when every one is a
+        Python int or float in range (the usual case), else converted to numpy scalars; raise
+        ValidationError for a wrong count or a value that does not fit."""
+        checks = self._scalar_checks
+        if type(values) is not list and type(values) is not tuple:
+            values = list(values)
+        if len(values) == len(checks):
+            for (ctype, lo, hi, _), v in zip(checks, values):
+                if type(v) is not ctype or not lo <= v <= hi:
+                    return self.pack_scalars(values)
+            return values
+        return self.pack_scalars(values)
+
+    def numpy_scalars(self, values: Sequence[Any]) -> list[Any]:
+        """Checked (or unchecked) values as numpy scalars of their dtypes, for backends that want them."""
+        try:
+            return [dt.type(v) for dt, v in zip(self.scalar_dtypes, values, strict=True)]
+        except (OverflowError, ValueError, TypeError) as e:
+            raise ValidationError(f"kernel {self.name!r} scalars {list(values)!r}: {e}") from e
 
     def pack_scalars(self, values: Iterable[Any]) -> list[Any]:
         """The scalar values as numpy scalars of their declared dtypes; raise if one does not fit."""

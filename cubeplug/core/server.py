@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.checks import Checker, make_checker
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
@@ -32,6 +33,7 @@ from cubeplug.core.storage import ComputeStorage, MemoryProperties
 from cubeplug.core.stream import StreamPool
 
 _server_ids = itertools.count(1)
+_CHECKED = ExecutionMode.CHECKED
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,8 @@ class ComputeServer(ABC):
         self.compile_cache = CompileCache()
         self._compiled: dict[Kernel, Compiled] = {}
         self._checked_kernels: dict[Kernel, Compiled] = {}
+        #: Per checked kernel: its compiled form and its generated argument check.
+        self._launch_checks: dict[Kernel, tuple[Compiled, Checker]] = {}
         self._single_stream = self.config.streaming.policy == "single"
         self._align = capabilities.offset_alignment
         self._modes: list[AllocationMode] = []
@@ -146,21 +150,15 @@ class ComputeServer(ABC):
 
     def empty(self, nbytes: int, stream_id: int) -> Handle:
         """A handle to ``nbytes`` of uninitialised device memory."""
-        if type(nbytes) is not int:
-            if isinstance(nbytes, (bool, float)) or not isinstance(nbytes, (int, np.integer)):
-                raise ValidationError(
-                    f"sizes are byte counts (int), got {type(nbytes).__name__} {nbytes!r}"
-                )
-            nbytes = int(nbytes)
-        if nbytes < 0:
-            raise ValidationError(f"sizes are non-negative byte counts, got {nbytes}")
-        token = self.memory(stream_id).reserve(nbytes)
+        if type(nbytes) is not int or nbytes < 0:
+            nbytes = _byte_count(nbytes)
+        mm = self._mm_shared
+        if mm is None:
+            memories = self._memories
+            mm = memories._slots[stream_id % memories.max_streams] or memories.get(stream_id)
+        token = mm.reserve(nbytes)
         token.stream = stream_id
-        return Handle(token, self, nbytes, stream_id, self.cursor(stream_id))
-
-    def cursor(self, stream_id: int) -> int:
-        """The cursor of a stream (how much work it issued); 0 where the backend does not track it."""
-        return 0
+        return Handle(token, self, nbytes, stream_id)
 
     def create(self, data: Any, stream_id: int) -> Handle:
         """A handle holding a copy of ``data`` (bytes-like or numpy array)."""
@@ -243,21 +241,24 @@ class ComputeServer(ABC):
         stream_id: int,
     ) -> None:
         """Validate (when checked), compile once, and queue a kernel launch."""
-        if mode is ExecutionMode.CHECKED:
-            compiled = self._checked_kernels.get(kernel)
-            if compiled is None:
-                compiled = self._check_kernel(kernel, mode)
-            values = self._check_launch(kernel, count, buffers, scalars)
+        if mode is _CHECKED:
+            entry = self._launch_checks.get(kernel)
+            if entry is None:
+                entry = self._check_kernel(kernel, mode)
+            compiled, check = entry
+            scalars = check(self, buffers, scalars)
+            if count.handle is not None:
+                self._check_dynamic(count.handle)
         else:
-            compiled = self._compiled.get(kernel)
-            if compiled is None:
-                compiled = self._compiled[kernel] = self._compile(kernel, mode)
-            values = [dt.type(v) for dt, v in zip(kernel.scalar_dtypes, scalars)]
-        if count.is_empty:
+            unchecked = self._compiled.get(kernel)
+            if unchecked is None:
+                unchecked = self._compiled[kernel] = self._compile(kernel, mode)
+            compiled = unchecked
+        if count.handle is None and not (count.x and count.y and count.z):
             return
-        self.execute(stream_id, compiled, count, buffers, values)
+        self.execute(stream_id, compiled, count, buffers, scalars)
 
-    def _check_kernel(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
+    def _check_kernel(self, kernel: Kernel, mode: ExecutionMode) -> tuple[Compiled, Checker]:
         if not isinstance(kernel, Kernel):
             raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
         dtypes = self.capabilities.dtypes
@@ -276,7 +277,17 @@ class ComputeServer(ABC):
             )
         compiled = self._compile(kernel, mode)
         self._checked_kernels[kernel] = compiled
-        return compiled
+        entry = self._launch_checks[kernel] = (
+            compiled, make_checker(kernel, self._align, ComputeServer._check_arguments)
+        )
+        return entry
+
+    def _check_arguments(
+        self, kernel: Kernel, buffers: Sequence[Any], scalars: Sequence[Any]
+    ) -> Sequence[Any]:
+        """The full check of a launch's buffers and scalars: the checked scalars, or ValidationError."""
+        self._check_buffers(kernel, buffers)
+        return kernel.check_scalars(scalars)
 
     def _compile(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
         dialect = kernel.pick_dialect(self.dialects, self.backend)
@@ -292,9 +303,7 @@ class ComputeServer(ABC):
         notify_compiled(self.backend, kernel.name, dialect, time.perf_counter() - start)
         return compiled
 
-    def _check_launch(
-        self, kernel: Kernel, count: CubeCount, buffers: Sequence[Handle], scalars: Sequence[Any]
-    ) -> list[Any]:
+    def _check_buffers(self, kernel: Kernel, buffers: Sequence[Handle]) -> None:
         params = kernel.buffer_params
         if len(buffers) != len(params):
             names = ", ".join(p.name for p in params) or "none"
@@ -306,25 +315,25 @@ class ComputeServer(ABC):
             if type(handle) is not Handle or handle._owner is not self or handle._memory is None:
                 self.check_handle(handle, f"buffer {param.name!r}")
             start = handle.start
-            if (handle.nbytes - start - handle.end) % itemsize:
+            if start % align or (handle.nbytes - start - handle.end) % itemsize:
+                if start % align:
+                    raise ValidationError(
+                        f"buffer {param.name!r} is bound at byte offset {start}; {self.backend} needs "
+                        f"offsets aligned to {align} B"
+                    )
                 raise ValidationError(
                     f"buffer {param.name!r} ({param.dtype}) has {handle.size} B, not a multiple of its "
                     f"element size {itemsize} B"
                 )
-            if start % align:
-                raise ValidationError(
-                    f"buffer {param.name!r} is bound at byte offset {start}; {self.backend} needs "
-                    f"offsets aligned to {align} B"
-                )
-        if count.handle is not None:
-            self.check_handle(count.handle, "CubeCount.dynamic handle")
-            if count.handle.size < 12:
-                raise ValidationError(
-                    f"CubeCount.dynamic needs a handle of at least 12 B (three u32), got {count.handle.size}"
-                )
-            if not self.capabilities.dynamic_count:
-                raise ValidationError(f"{self.backend} does not support CubeCount.dynamic")
-        return kernel.pack_scalars(scalars)
+
+    def _check_dynamic(self, handle: Handle) -> None:
+        self.check_handle(handle, "CubeCount.dynamic handle")
+        if handle.size < 12:
+            raise ValidationError(
+                f"CubeCount.dynamic needs a handle of at least 12 B (three u32), got {handle.size}"
+            )
+        if not self.capabilities.dynamic_count:
+            raise ValidationError(f"{self.backend} does not support CubeCount.dynamic")
 
     # ------------------------------------------------------------------ reads and tensors
     def read_async(self, handles: Sequence[Handle], stream_id: int) -> Future[list[bytes]]:
@@ -480,9 +489,14 @@ class ComputeServer(ABC):
         compiled: Compiled,
         count: CubeCount,
         buffers: Sequence[Handle],
-        scalars: list[Any],
+        scalars: Sequence[Any],
     ) -> None:
-        """Queue a launch on a stream; buffers are validated handles, scalars numpy scalars."""
+        """Queue a launch on a stream.
+
+        ``buffers`` are handles (validated in checked mode). ``scalars`` are the values in declared
+        order: Python numbers or numpy scalars that fit their dtypes in checked mode, the caller's
+        values as given in unchecked mode; pack them before returning (the caller may reuse them).
+        """
 
     @abstractmethod
     def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
@@ -526,6 +540,15 @@ def _server(ref: weakref.ref[ComputeServer]) -> ComputeServer:
     if server is None:  # only reachable from a callback that outlived its server
         raise LaunchError("the server of this memory was closed and released")
     return server
+
+
+def _byte_count(nbytes: Any) -> int:
+    """``nbytes`` as a non-negative int, or ValidationError saying what was wrong."""
+    if isinstance(nbytes, (bool, float)) or not isinstance(nbytes, (int, np.integer)):
+        raise ValidationError(f"sizes are byte counts (int), got {type(nbytes).__name__} {nbytes!r}")
+    if nbytes < 0:
+        raise ValidationError(f"sizes are non-negative byte counts, got {nbytes}")
+    return int(nbytes)
 
 
 def _check_shape(shape: Iterable[int]) -> tuple[int, ...]:

@@ -75,12 +75,10 @@ class EventStreamBackend(ABC, Generic[S, E]):
 
 class Binding(Protocol):
     """What MultiStream reads of a bound handle: the stream whose pools own its memory, and its
-    memory token, whose ``stream`` is the last stream that queued work on it."""
+    slice token (``_memory``), whose ``stream`` is the last stream that queued work on it."""
 
     stream: int
-
-    def memory(self) -> Any:
-        """The slice token."""
+    _memory: Any
 
 
 @dataclass
@@ -232,21 +230,17 @@ class ResolvedStreams(Generic[S, E]):
 
     def __exit__(self, *exc: object) -> None:
         analysis = self.analysis
-        if analysis is None or not analysis.pinned:
-            return
-        ms = self._ms
-        backend = ms.backend
-        origin = backend.flush(self.stream)
-        gc_stream = ms.streams.get_special(0).stream
-        backend.wait_event(gc_stream, origin)
-        event = backend.flush(gc_stream)
-        # The native streams travel with the pinned memory: a driver must not see a queue released
-        # (its server collected) while the GC thread still waits on one of its events.
-        ms.gc.register(event, (analysis.pinned, gc_stream, self.stream))
+        if analysis is not None and analysis.pinned:
+            self._ms.pin(analysis, self.stream)
 
 
 class MultiStream(Generic[S, E]):
-    """Streams of one device with cursors, cross-stream event waits and pinned shared memory."""
+    """Streams of one device with cursors, cross-stream event waits and pinned shared memory.
+
+    The launch path calls :meth:`enter` (one pass over the bindings: waits, cursor) and, only when
+    the analysis it returns pins memory, :meth:`pin` after queueing; other operations use
+    :meth:`resolve` as a context manager, which does both.
+    """
 
     def __init__(self, backend: EventStreamBackend[S, E], max_streams: int = 8) -> None:
         self.backend = backend
@@ -264,49 +258,75 @@ class MultiStream(Generic[S, E]):
 
     def resolve(self, stream_id: int, bindings: Iterable[Binding] = ()) -> ResolvedStreams[S, E]:
         """Synchronise ``stream_id`` with the bindings' streams and advance its cursor."""
-        return self.resolve_analysis(stream_id, self.update_shared_bindings(stream_id, bindings))
+        state, analysis = self.enter(stream_id, bindings)
+        return ResolvedStreams(self, stream_id, state, analysis)
 
-    def resolve_analysis(
-        self, stream_id: int, analysis: SharedBindingAnalysis | None
-    ) -> ResolvedStreams[S, E]:
-        """:meth:`resolve` with the analysis already made (``update_shared_bindings`` records the
-        bindings' new last stream, so it must run exactly once per operation)."""
+    def enter(
+        self, stream_id: int, bindings: Iterable[Binding] = ()
+    ) -> tuple[StreamState[S], SharedBindingAnalysis | None]:
+        """Make ``stream_id`` wait for the bindings' streams, advance its cursor; (state, analysis).
+
+        When the analysis has ``pinned`` memory, call :meth:`pin` once the operation is queued.
+        """
+        state, analysis = self._analyse(stream_id, bindings)
         if analysis is not None and analysis.slices:
             self.apply_analysis(stream_id, analysis)
-        state = self.streams.get(stream_id)
         state.cursor += 1
-        return ResolvedStreams(self, stream_id, state, analysis)
+        return state, analysis
+
+    def pin(self, analysis: SharedBindingAnalysis, stream: S) -> None:
+        """Keep the analysis' pinned memory reserved until the work queued on ``stream`` is done."""
+        backend = self.backend
+        origin = backend.flush(stream)
+        gc_stream = self.streams.get_special(0).stream
+        backend.wait_event(gc_stream, origin)
+        event = backend.flush(gc_stream)
+        # The native streams travel with the pinned memory: a driver must not see a queue released
+        # (its server collected) while the GC thread still waits on one of its events.
+        self.gc.register(event, (analysis.pinned, gc_stream, stream))
 
     def update_shared_bindings(
         self, stream_id: int, bindings: Iterable[Binding]
     ) -> SharedBindingAnalysis | None:
-        """Which bound memory needs a wait or a pin on ``stream_id`` (None: nothing to do)."""
-        streams = self.streams
+        """Which bound memory needs a wait or a pin on ``stream_id`` (None: nothing to do).
+
+        It records ``stream_id`` as the bindings' last stream, so it runs exactly once per operation
+        (:meth:`enter` and :meth:`resolve` call it). A dropped handle raises AttributeError.
+        """
+        return self._analyse(stream_id, bindings)[1]
+
+    def _analyse(
+        self, stream_id: int, bindings: Iterable[Binding]
+    ) -> tuple[StreamState[S], SharedBindingAnalysis | None]:
         max_streams = self.max_streams
         index = stream_id % max_streams
-        current = streams.get_index(index)
+        slots = self.streams._slots
+        current = slots[index] or self.streams.get_index(index)
         analysis: SharedBindingAnalysis | None = None
         for binding in bindings:
-            token = binding.memory()
+            token = binding._memory
+            last = token.stream
+            token.stream = stream_id
             if binding.stream % max_streams != index:
                 # The owner stream's pools may lend this slice again as soon as it looks free, with no
                 # ordering against this stream: keep it reserved until this stream's work is done.
                 if analysis is None:
                     analysis = SharedBindingAnalysis()
                 analysis.pinned.append(token)
-            last = token.stream
-            token.stream = stream_id
+            if last < 0:
+                continue
             origin = last % max_streams
-            if origin == index or last < 0:
+            if origin == index:
                 continue
             # The origin is the last stream that queued work on this memory (not only the stream that
             # allocated it), and any work it issued since the last sync counts: in-place writes made
             # on another stream are waited for too.
-            if current.last_synced.get(origin, -1) < streams.get_index(origin).cursor:
+            state = slots[origin]
+            if state is not None and current.last_synced.get(origin, -1) < state.cursor:
                 if analysis is None:
                     analysis = SharedBindingAnalysis()
                 analysis.shared(token, origin)
-        return analysis
+        return current, analysis
 
     def apply_analysis(self, stream_id: int, analysis: SharedBindingAnalysis) -> None:
         """Flush each origin stream and make ``stream_id`` wait on its event."""

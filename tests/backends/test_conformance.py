@@ -56,7 +56,7 @@ class Mutant(CpuServer):
 
     def execute(self, stream_id, compiled, count, buffers, scalars):
         if MUTATION == "offsets":  # binds every buffer at the start of its allocation
-            buffers = [Handle(h.memory(), h.client, h.nbytes, h.stream, h.cursor, 0, h.nbytes - h.size)
+            buffers = [Handle(h.memory(), h.client, h.nbytes, h.stream, 0, h.nbytes - h.size)
                        for h in buffers]
         if MUTATION == "scalars":  # passes the scalars in reverse order
             scalars = scalars[::-1]

@@ -69,7 +69,8 @@ class FakeBinding:
     token: Token
     stream: int  # the stream whose pools own the memory
 
-    def memory(self) -> Token:
+    @property
+    def _memory(self) -> Token:
         return self.token
 
 

@@ -128,10 +128,11 @@ class CpuServer(ComputeServer):
         compiled: Compiled,
         count: CubeCount,
         buffers: Sequence[Handle],
-        scalars: list[Any],
+        scalars: Sequence[Any],
     ) -> None:
         """Queue the kernel on the stream; the task holds the bindings' memory until it has run."""
         bindings = tuple([(h.memory(), h.start, h.size) for h in buffers])
+        scalars = compiled.kernel.numpy_scalars(scalars)
         task: tuple[Any, tuple[Any, ...]]
         if count.handle is not None:
             dyn = count.handle

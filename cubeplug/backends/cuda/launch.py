@@ -10,13 +10,14 @@ block is reused by the next launch. A launch then costs one pack and one driver 
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.kernel import Buffer, Kernel
+from cubeplug.core.errors import ValidationError
+from cubeplug.core.kernel import DTYPES, Buffer, Kernel
 
 #: struct codes of a scalar in an 8-byte slot (pointers are ``Q``), little-endian, standard sizes.
 SLOT_CODES = {
@@ -44,6 +45,8 @@ class ArgLayout:
     #: Packs the values, in declared order, into 8-byte slots.
     packer: struct.Struct
     nargs: int
+    #: The numpy scalar type of each scalar param, in declared order (CuPy's path infers C types).
+    scalar_types: tuple[type, ...] = ()
 
 
 def arg_layout(kernel: Kernel) -> ArgLayout:
@@ -63,7 +66,8 @@ def arg_layout(kernel: Kernel) -> ArgLayout:
             codes.append(SLOT_CODES[p.dtype])
     ordered = tuple(order)
     identity = ordered == tuple(range(len(ordered)))
-    return ArgLayout(None if identity else ordered, struct.Struct("".join(codes)), len(ordered))
+    types = tuple(DTYPES[p.dtype].type for p in kernel.params if not isinstance(p, Buffer))
+    return ArgLayout(None if identity else ordered, struct.Struct("".join(codes)), len(ordered), types)
 
 
 def arrange(layout: ArgLayout, pointers: list[Any], scalars: Sequence[Any]) -> list[Any]:
@@ -92,7 +96,12 @@ class CupyLauncher:
     ) -> None:
         """Queue one launch on ``stream`` (an object with ``.ptr``)."""
         wrap = self._wrap
-        args = arrange(self._layout, [wrap(p) for p in pointers], scalars)
+        layout = self._layout
+        try:
+            typed = [t(v) for t, v in zip(layout.scalar_types, scalars, strict=True)]
+        except (OverflowError, ValueError, TypeError) as e:  # only unchecked launches get here
+            raise ValidationError(f"kernel scalars {list(scalars)!r}: {e}") from e
+        args = arrange(layout, [wrap(p) for p in pointers], typed)
         self._call(grid, self._block, args, 0, stream)
 
 
@@ -101,7 +110,8 @@ class DriverLauncher:
 
     The call goes through CuPy's own Cython binding (``cupy.cuda.driver.launchKernel``: plain
     integers, GIL released) or, where a CuPy lacks it, through cuda-python's
-    ``cuda.bindings.driver.cuLaunchKernel``.
+    ``cuda.bindings.driver.cuLaunchKernel``. The block is shared by the launches of one compiled
+    kernel: the server calls a launcher only under its client's lock.
     """
 
     path = "driver"
@@ -118,12 +128,13 @@ class DriverLauncher:
             self._cu_streams: dict[int, Any] = {}
         self._block = block
         self._layout = layout
+        self._order = layout.order
         n = max(1, layout.nargs)
         self._block_mem = ctypes.create_string_buffer(8 * n)
+        self._pack_into = functools.partial(layout.packer.pack_into, self._block_mem, 0)
         base = ctypes.addressof(self._block_mem)
         self._slots = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
         self._params = ctypes.addressof(self._slots) if layout.nargs else 0
-        self._lock = threading.Lock()
 
     @property
     def binding(self) -> str:
@@ -134,27 +145,22 @@ class DriverLauncher:
         self, stream: Any, grid: tuple[int, int, int], pointers: list[int], scalars: Sequence[Any]
     ) -> None:
         """Pack the values into the parameter block and queue one launch on ``stream``."""
-        values = arrange(self._layout, pointers, scalars)
-        bx, by, bz = self._block
+        try:
+            if self._order is None:
+                self._pack_into(*pointers, *scalars)
+            else:
+                self._pack_into(*arrange(self._layout, pointers, scalars))
+        except (struct.error, OverflowError, TypeError) as e:  # only unchecked launches get here
+            raise ValidationError(f"kernel arguments {[*pointers, *scalars]!r}: {e}") from e
         launch = self._cupy_launch
-        with self._lock:
-            self._layout.packer.pack_into(self._block_mem, 0, *values)
-            if launch is not None:  # raises CUDADriverError, which the server maps
-                launch(self._f, grid[0], grid[1], grid[2], bx, by, bz, 0, stream.ptr, self._params, 0)
-                return
-            err = self._cuda_python.cuLaunchKernel(
-                self._function,
-                grid[0],
-                grid[1],
-                grid[2],
-                bx,
-                by,
-                bz,
-                0,
-                self._cu_stream(stream.ptr),
-                self._params,
-                0,
-            )[0]
+        bx, by, bz = self._block
+        if launch is not None:  # raises CUDADriverError, which the server maps
+            launch(self._f, grid[0], grid[1], grid[2], bx, by, bz, 0, stream.ptr, self._params, 0)
+            return
+        err = self._cuda_python.cuLaunchKernel(
+            self._function, grid[0], grid[1], grid[2], bx, by, bz, 0, self._cu_stream(stream.ptr),
+            self._params, 0,
+        )[0]
         if err:
             # A plain error: the server maps it (and names the grid limits when they are the cause).
             message = driver_error(self._cuda_python, err)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -21,7 +21,17 @@ from cubeplug.backends.cuda.device import DeviceGuard, query
 from cubeplug.backends.cuda.launch import driver_available
 from cubeplug.backends.cuda.layout import Rows, pitched_rows, pitched_strides
 from cubeplug.backends.cuda.options import parse_options
-from cubeplug.backends.cuda.staging import PinnedBuffer, PinnedPool, host_address
+from cubeplug.backends.cuda.staging import (
+    PinnedBlock,
+    PinnedBuffer,
+    PinnedPool,
+    StagedChunk,
+    drain_chunks,
+    host_address,
+    host_buffer,
+    host_copy,
+    plan_chunks,
+)
 from cubeplug.backends.cuda.storage import CudaStorage
 from cubeplug.backends.cuda.stream import Completer, CudaStream, CudaStreams, EventFuture, map_cuda_error
 from cubeplug.core.backend import Capabilities, DeviceInfo
@@ -38,6 +48,9 @@ OFFSET_ALIGNMENT = 16
 #: Sources this large and larger are checked for being pinned by someone else (cudaPointerGetAttributes).
 _PINNED_PROBE_BYTES = 1 << 20
 _H2D, _D2H, _D2D, _DEFAULT = 1, 2, 3, 4
+#: Staged reads are split into pinned chunks of this many bytes (one event each): the host copies
+#: one chunk out while the device copies the next.
+_READ_CHUNK = 8 << 20
 #: cudaHostAllocPortable: pinned for every device's context, not only the current one.
 _HOST_ALLOC_PORTABLE = 1
 #: Held tokens of other streams are handed to the GC thread in batches of this many.
@@ -155,10 +168,6 @@ class CudaServer(ComputeServer):
         except Exception:
             return False
 
-    def cursor(self, stream_id: int) -> int:
-        """How many operations the stream issued."""
-        return self.multistream.streams.get(stream_id).cursor
-
     # ------------------------------------------------------------------ compile and launch
     def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> CudaProgram:
         """Compile with NVRTC for this device and build the kernel's launcher."""
@@ -178,7 +187,7 @@ class CudaServer(ComputeServer):
         compiled: Compiled,
         count: CubeCount,
         buffers: Sequence[Handle],
-        scalars: list[Any],
+        scalars: Sequence[Any],
     ) -> None:
         """Queue a launch: pointers with offsets applied, after the buffers' other streams."""
         self.guard()
@@ -198,30 +207,15 @@ class CudaServer(ComputeServer):
             grid = (count.x, count.y, count.z)
         program: CudaProgram = compiled.program
         ms = self.multistream
-        analysis = ms.update_shared_bindings(stream_id, buffers)
-        if analysis is None:
-            # Fast path: every buffer is this stream's or already synced with; no event, no pinning.
-            state = ms.streams.get(stream_id)
-            state.cursor += 1
-            self._launch(program, state.stream, grid, pointers, scalars)
-            return
-        with ms.resolve_analysis(stream_id, analysis) as res:
-            self._launch(program, res.stream, grid, pointers, scalars)
-
-    def _launch(
-        self,
-        program: CudaProgram,
-        stream: CudaStream,
-        grid: tuple[int, int, int],
-        pointers: list[int],
-        scalars: list[Any],
-    ) -> None:
+        state, analysis = ms.enter(stream_id, buffers)
         try:
-            program.launch(stream, grid, pointers, scalars)
+            program.launch(state.stream, grid, pointers, scalars)
         except CubeplugError:
             raise
         except Exception as e:
             raise self._launch_error(program, grid, e) from e
+        if analysis is not None and analysis.pinned:
+            ms.pin(analysis, state.stream)
 
     def _launch_error(
         self, program: CudaProgram, grid: tuple[int, int, int], error: Exception
@@ -328,55 +322,100 @@ class CudaServer(ComputeServer):
         return handle
 
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
-        """A future of each handle's bytes: async copies into a pinned block, completed by an event."""
+        """A future of each handle's bytes (bytearrays), ordered after the stream's earlier work.
+
+        Up to ``staging_max_bytes`` in all: async copies into pinned chunks of at most
+        :data:`_READ_CHUNK` bytes, an event after each; the waiter thread copies each chunk into the
+        results once its event fired (overlapping the device's copy of the next one), so the caller
+        never waits. Larger reads go through :meth:`_read_pageable`. Each byte reaches its result
+        with one host copy at most, into memory that nothing zero-filled first.
+        """
         sizes = [h.size for h in handles]
         total = sum(sizes)
         if total == 0:
             done: Future[list[bytes]] = Future()
-            done.set_result([bytearray() for _ in handles])  # type: ignore[misc]
+            done.set_result(cast("list[bytes]", [bytearray() for _ in handles]))
             return done
         self.guard()
         srcs = [self._ptr(h) for h in handles]
+        pool, wait = self.pinned, self.streams.wait_event_sync
         with self.multistream.resolve(stream_id, handles) as res:
             stream = res.stream
             if total > self.options.staging_max_bytes:
                 return self._read_pageable(stream, srcs, sizes)
-            block = self.pinned.take(total)
-            offset = 0
-            for src, n in zip(srcs, sizes, strict=True):
-                if n:
-                    self._memcpy(block.ptr + offset, src, n, _D2H, stream.ptr)
-                offset += n
-            event = self.streams.flush(stream)
-        pool = self.pinned
+            if total > _READ_CHUNK:
+                chunks = self._read_staged(stream, srcs, sizes)
+                event = chunks[0].event
 
-        def finish() -> list[bytes]:
-            out: list[bytes] = []
-            at = 0
-            for n in sizes:
-                out.append(bytearray(block.array[at : at + n]))  # type: ignore[arg-type]
-                at += n
-            pool.give(block)
-            return out
+                def finish() -> list[bytes]:
+                    return cast("list[bytes]", drain_chunks(chunks, sizes, wait, pool.give))
 
-        future: EventFuture[list[bytes]] = EventFuture(event, finish, self.streams.wait_event_sync)
+            else:  # one chunk (every small read): the same with less Python
+                block = pool.take(total)
+                offset = 0
+                for src, n in zip(srcs, sizes, strict=True):
+                    if n:
+                        self._memcpy(block.ptr + offset, src, n, _D2H, stream.ptr)
+                    offset += n
+                event = self.streams.flush(stream)
+
+                def finish() -> list[bytes]:
+                    array, out, at = block.array, [], 0
+                    for n in sizes:
+                        out.append(host_copy(array[at : at + n]))
+                        at += n
+                    pool.give(block)
+                    return cast("list[bytes]", out)
+
+        future: EventFuture[list[bytes]] = EventFuture(event, finish, wait)
         self._completer.submit(future)
         return future
 
-    def _read_pageable(self, stream: CudaStream, srcs: list[int], sizes: list[int]) -> Future[list[bytes]]:
-        """Large reads straight into pageable memory (the copy returns once it completed)."""
-        out: list[bytes] = []
+    def _read_staged(self, stream: CudaStream, srcs: list[int], sizes: list[int]) -> list[StagedChunk]:
+        """Queue the copies of a staged read into pinned chunks, each followed by its event."""
+        chunks: list[StagedChunk] = []
+        taken: list[PinnedBlock] = []
         try:
-            for src, n in zip(srcs, sizes, strict=True):
-                buf = bytearray(n)
+            for nbytes, pieces in plan_chunks(sizes, _READ_CHUNK):
+                block = self.pinned.take(nbytes)
+                taken.append(block)
+                for item, at, into, n in pieces:
+                    self._memcpy(block.ptr + into, srcs[item] + at, n, _D2H, stream.ptr)
+                chunks.append(StagedChunk(block, pieces, self.streams.flush(stream)))
+        except BaseException as e:
+            try:  # blocks with queued copies are reused once the stream passed them
+                event = self.streams.flush(stream)
+            except BaseException:
+                event = None  # the context is gone: they stay out of the pool until it closes
+            if event is not None:
+                for block in taken:
+                    self.pinned.give(block, event)
+            if isinstance(e, self._rt.CUDARuntimeError):
+                raise map_cuda_error(e, "a device-to-host copy") from e
+            raise
+        return chunks
+
+    def _read_pageable(self, stream: CudaStream, srcs: list[int], sizes: list[int]) -> Future[list[bytes]]:
+        """Large reads: one copy per handle straight into its result, as CuPy's ``ndarray.get()`` does.
+
+        The driver stages a copy to pageable memory through its own pinned buffers (pipelined) and
+        returns once it completed: the caller waits for the stream, like ``get()``. The results come
+        from :func:`host_buffer` (not zero-filled, huge pages, like the numpy array ``get()`` fills),
+        and are the very buffers the copies write: no second copy. The event only guards platforms
+        where such a copy might return early; ordinarily it has already fired.
+        """
+        out = [host_buffer(n) for n in sizes]
+        try:
+            for buf, src, n in zip(out, srcs, sizes, strict=True):
                 if n:
                     self._memcpy(host_address(memoryview(buf)), src, n, _D2H, stream.ptr)
-                out.append(buf)  # type: ignore[arg-type]
+            event = self.streams.flush(stream)
         except self._rt.CUDARuntimeError as e:
             raise map_cuda_error(e, "a device-to-host copy") from e
-        done: Future[list[bytes]] = Future()
-        done.set_result(out)
-        return done
+        result = cast("list[bytes]", out)
+        future: EventFuture[list[bytes]] = EventFuture(event, lambda: result, self.streams.wait_event_sync)
+        self._completer.submit(future)
+        return future
 
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
         """Queue a device-to-device copy of ``src.size`` bytes."""

@@ -7,21 +7,29 @@ is reused only once that event completed, so a transfer never waits for the host
 overwrites a buffer the device still reads. :class:`PinnedBuffer` is what ``reserve_staging`` gives
 users: a numpy array over pinned memory that goes back to the pool when its last view is dropped.
 The pool knows nothing of CUDA: the allocator and the events are passed in (tests use fakes).
+
+Reads come back as bytearrays that a copy fills whole, made by :func:`host_buffer` (uninitialised,
+advised for transparent huge pages when large) or :func:`host_copy`; :func:`plan_chunks` splits a
+staged read into chunks and :func:`drain_chunks` copies each chunk out once its copy completed.
 """
 
 from __future__ import annotations
 
 import bisect
 import ctypes
+import mmap
+import sys
 import threading
 from collections import deque
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 #: Smallest block handed out (a page).
 MIN_BLOCK = 4096
+#: Host buffers this large and larger are advised for transparent huge pages (numpy's threshold).
+HUGEPAGE_MIN = 4 << 20
 
 
 class Event(Protocol):
@@ -192,3 +200,147 @@ def host_address(view: memoryview) -> int:
     if view.nbytes == 0:
         return 0
     return int(np.frombuffer(view, dtype=np.uint8).ctypes.data)
+
+
+# ---------------------------------------------------------------------------- host result buffers
+def _uninitialised_bytearray() -> Callable[[Any, int], bytearray] | None:
+    """CPython's ``PyByteArray_FromStringAndSize``: with a NULL source it leaves the bytes unset."""
+    try:
+        proto = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)
+        return proto(("PyByteArray_FromStringAndSize", ctypes.pythonapi))
+    except (AttributeError, OSError):  # not CPython
+        return None
+
+
+def _madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise`` (Linux), or None."""
+    if not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return None
+    try:
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, use_errno=True)
+        return proto(("madvise", ctypes.CDLL(None, use_errno=True)))
+    except (AttributeError, OSError):
+        return None
+
+
+_new_bytearray = _uninitialised_bytearray()
+_madvise_fn = _madvise()
+_MADV_HUGEPAGE: int = getattr(mmap, "MADV_HUGEPAGE", 14)
+_PAGE = 4096
+
+
+def advise_hugepages(address: int, nbytes: int) -> None:
+    """Ask for transparent huge pages over the whole pages of ``[address, address + nbytes)``.
+
+    What numpy does for every array of 4 MiB and more: the first touch of fresh memory then faults
+    2 MiB at a time instead of 4 KiB (a 256 MiB buffer: 128 faults instead of 65536). Errors (an old
+    kernel, THP turned off) are ignored: the pages are then ordinary ones.
+    """
+    if _madvise_fn is None or nbytes < HUGEPAGE_MIN:
+        return
+    start = -(-address // _PAGE) * _PAGE
+    end = (address + nbytes) // _PAGE * _PAGE
+    if end > start:
+        _madvise_fn(start, end - start, _MADV_HUGEPAGE)
+
+
+def host_buffer(nbytes: int) -> bytearray:
+    """A bytearray of ``nbytes`` *uninitialised* bytes, for a result a copy then fills whole.
+
+    ``bytearray(n)`` zero-fills: it faults in every page of fresh memory only for the copy to write it
+    again (for a 256 MiB read that first touch, 65536 faults of 4 KiB, can cost more than the
+    transfer). This one
+    is allocated without a fill and, from :data:`HUGEPAGE_MIN` up, advised for huge pages, as numpy
+    allocates the array that CuPy's ``ndarray.get()`` copies into.
+    """
+    if nbytes <= 0:
+        return bytearray()
+    if _new_bytearray is None:
+        return bytearray(nbytes)
+    buf = _new_bytearray(None, nbytes)
+    if nbytes >= HUGEPAGE_MIN:
+        advise_hugepages(host_address(memoryview(buf)), nbytes)
+    return buf
+
+
+def host_copy(src: np.ndarray) -> bytearray:
+    """A bytearray copy of a contiguous uint8 array: one copy, no fill."""
+    n = src.nbytes
+    if n < HUGEPAGE_MIN:
+        return bytearray(src)
+    out = host_buffer(n)
+    np.frombuffer(out, dtype=np.uint8)[:] = src
+    return out
+
+
+# ---------------------------------------------------------------------------- staged reads
+class Piece(NamedTuple):
+    """Bytes ``[at, at + nbytes)`` of result ``item``, at offset ``into`` of a chunk."""
+
+    item: int
+    at: int
+    into: int
+    nbytes: int
+
+
+def plan_chunks(sizes: Sequence[int], chunk: int) -> list[tuple[int, list[Piece]]]:
+    """Split results of ``sizes`` bytes, laid end to end, into chunks of at most ``chunk`` bytes.
+
+    Returns ``(chunk bytes, pieces)`` per chunk; empty results have no piece.
+    """
+    chunk = max(1, chunk)
+    plan: list[tuple[int, list[Piece]]] = []
+    pieces: list[Piece] = []
+    used = 0
+    for item, size in enumerate(sizes):
+        at = 0
+        while at < size:
+            n = min(size - at, chunk - used)
+            pieces.append(Piece(item, at, used, n))
+            at += n
+            used += n
+            if used == chunk:
+                plan.append((used, pieces))
+                pieces, used = [], 0
+    if pieces:
+        plan.append((used, pieces))
+    return plan
+
+
+class StagedChunk(NamedTuple):
+    """A pinned block that queued copies fill, and the event recorded after them."""
+
+    block: PinnedBlock
+    pieces: list[Piece]
+    event: Any
+
+
+def drain_chunks(
+    chunks: Sequence[StagedChunk],
+    sizes: Sequence[int],
+    wait: Callable[[Any], None],
+    give: Callable[[PinnedBlock], None],
+) -> list[bytearray]:
+    """Copy staged chunks into one bytearray per result, each chunk once its event completed.
+
+    Every byte is copied once, from the pinned block into its result (no fill, no intermediate);
+    a chunk is given back as soon as it was copied out, so the host copy of one chunk overlaps the
+    device's copy of the next. The first event was waited for by the caller (the future); a chunk
+    whose wait failed, and those after it, stay out of the pool (the pool frees them when it closes).
+    """
+    outs: list[bytearray | None] = [bytearray() if n == 0 else None for n in sizes]
+    for k, chunk in enumerate(chunks):
+        if k:
+            wait(chunk.event)
+        array = chunk.block.array
+        for item, at, into, n in chunk.pieces:
+            src = array[into : into + n]
+            if n == sizes[item]:
+                outs[item] = host_copy(src)
+                continue
+            out = outs[item]
+            if out is None:
+                out = outs[item] = host_buffer(sizes[item])
+            np.frombuffer(out, dtype=np.uint8)[at : at + n] = src
+        give(chunk.block)
+    return outs  # type: ignore[return-value]

@@ -13,6 +13,7 @@ space, element type where the type is a known OpenCL type), with ``-cl-kernel-ar
 from __future__ import annotations
 
 import re
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -88,10 +89,10 @@ class OpenCLProgram:
     options: tuple[str, ...]
     #: Buffers bound by the previous launch (arguments stay set on a kernel between enqueues).
     last_buffers: list[Any] = field(default_factory=list)
-    #: ``[slot, value, slot, value, ...]`` for the scalars: values are filled in on each launch.
+    #: ``[slot, code, value, ...]`` for the scalars: values are filled in on each launch.
     scalar_args: list[Any] = field(default_factory=list)
     build_seconds: float = 0.0
-    #: ``set_buffers((slot, buffer, ...))`` and ``set_scalars((slot, numpy scalar, ...))``: PyOpenCL's
+    #: ``set_buffers((slot, buffer, ...))`` and ``set_scalars((slot, code, value, ...))``: PyOpenCL's
     #: multi-argument setters where it has them (much cheaper than ``set_arg``), else a loop.
     set_buffers: Any = None
     set_scalars: Any = None
@@ -251,11 +252,47 @@ def compile_kernel(
         source=source,
         options=build_options(kernel),
         last_buffers=[None] * len(buffer_slots),
-        scalar_args=[x for slot in scalar_slots for x in (slot, None)],
         build_seconds=time.perf_counter() - start,
         set_buffers=getattr(clk, "_set_arg_multi", None) or _pairwise(clk.set_arg),
-        set_scalars=getattr(clk, "_set_arg_buf_multi", None) or _pairwise(clk.set_arg),
+        **_scalar_setter(clk, kernel, scalar_slots),
     )
+
+
+#: PyOpenCL's packing codes (``Kernel._set_arg_buf_pack_multi``) of the dtypes it packs itself.
+_PACK_CODES = {
+    "f32": b"f", "f64": b"d", "i8": b"b", "u8": b"B", "i16": b"h", "u16": b"H", "i32": b"i", "u32": b"I",
+}
+if struct.calcsize("l") == 8:  # C long is 64-bit (not on Windows)
+    _PACK_CODES.update({"i64": b"l", "u64": b"L"})
+#: struct formats for the fallback that packs in Python (f16, bool as one byte, and 64-bit ints where
+#: C long is 32-bit).
+_STRUCT_CODES = {
+    "f16": "<e", "f32": "<f", "f64": "<d", "i8": "<b", "u8": "<B", "i16": "<h", "u16": "<H",
+    "i32": "<i", "u32": "<I", "i64": "<q", "u64": "<Q", "bool": "<?",
+}
+
+
+def _scalar_setter(clk: Any, kernel: Kernel, slots: tuple[int, ...]) -> dict[str, Any]:
+    """``scalar_args`` (``[slot, code, value, ...]``) and the setter that takes it as a tuple.
+
+    PyOpenCL's C++ multi-setter packs Python numbers and numpy scalars itself; a kernel with a dtype
+    it cannot pack gets a Python fallback that packs every value with :mod:`struct`.
+    """
+    dtypes = [p.dtype for p in kernel.params if not isinstance(p, Buffer)]
+    pack_multi = getattr(clk, "_set_arg_buf_pack_multi", None)
+    if pack_multi is not None and all(d in _PACK_CODES for d in dtypes):
+        args: list[Any] = [x for slot, d in zip(slots, dtypes) for x in (slot, _PACK_CODES[d], None)]
+        return {"scalar_args": args, "set_scalars": pack_multi}
+    set_buf = getattr(clk, "_set_arg_buf_multi", None) or _pairwise(clk.set_arg)
+    args = [x for slot, d in zip(slots, dtypes) for x in (slot, struct.Struct(_STRUCT_CODES[d]), None)]
+
+    def set_scalars(triples: tuple[Any, ...]) -> None:
+        pairs: list[Any] = []
+        for i in range(0, len(triples), 3):
+            pairs += (triples[i], triples[i + 1].pack(triples[i + 2]))
+        set_buf(tuple(pairs))
+
+    return {"scalar_args": args, "set_scalars": set_scalars}
 
 
 def _pairwise(set_arg: Any) -> Any:

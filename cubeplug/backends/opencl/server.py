@@ -2,9 +2,11 @@
 
 Each stream is an in-order ``cl.CommandQueue``; before an operation binds memory that another
 stream may still be writing, :meth:`MultiStream.resolve` makes the queue wait on that stream's
-marker. Memory is per stream (stream-ordered reuse). Uploads are snapshotted into pinned staging
-chunks and copied without blocking; reads copy into fresh host buffers and complete a future from
-the waiter thread. Host buffers and staging chunks stay alive until their copy completed.
+marker. Memory is per stream (stream-ordered reuse). Uploads are snapshotted into pooled pinned staging
+chunks (bounded pieces for large ones) and copied without blocking; an upload from a
+``reserve_staging`` array is copied straight from its mapped memory and waited for. Reads copy into
+a pooled staging chunk (into fresh host buffers above a size threshold) and the waiter thread
+completes their future. Host buffers and staging chunks stay alive until their copy completed.
 
 Launch hot path: the ``cl.Kernel`` is built once per compiled kernel; a buffer argument is set only
 when the bound ``cl.Buffer`` (page or cached sub-buffer) differs from the previous launch's, and the
@@ -18,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import struct
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -208,10 +211,6 @@ class OpenCLServer(ComputeServer):
         _open_servers.add(self)
 
     # ------------------------------------------------------------------ streams
-    def cursor(self, stream_id: int) -> int:
-        """The MultiStream cursor of a stream."""
-        return self.multistream.streams.get(stream_id).cursor
-
     def bound_buffer(self, handle: Handle) -> Any:
         """The ``cl.Buffer`` a launch binds for a handle: its page or a sub-buffer at the handle's offset."""
         region = handle.memory().storage
@@ -228,48 +227,52 @@ class OpenCLServer(ComputeServer):
         compiled: Compiled,
         count: CubeCount,
         buffers: Sequence[Handle],
-        scalars: list[Any],
+        scalars: Sequence[Any],
     ) -> None:
         """Bind the buffers that changed since the kernel's last launch, set the scalars, enqueue."""
         prog: OpenCLProgram = compiled.program
-        kernel = prog.kernel
         dynamic = count.handle
-        bindings = buffers if dynamic is None else (*buffers, dynamic)
+        ms = self.multistream
         try:
-            with self.multistream.resolve(stream_id, bindings) as res:
-                queue = res.stream
-                lx, ly, lz = prog.local
-                if dynamic is None:
-                    size = (count.x * lx, count.y * ly, count.z * lz)
-                else:
-                    cx, cy, cz = self._dynamic_count(queue, dynamic)
-                    if cx == 0 or cy == 0 or cz == 0:
-                        return
-                    size = (cx * lx, cy * ly, cz * lz)
-                if buffers:
-                    last = prog.last_buffers
-                    bind = self._bind
-                    for i, h in enumerate(buffers):
-                        region = h._memory.storage  # type: ignore[union-attr]
-                        start = h.start
-                        mem = bind(region.id, region.offset + start, h.nbytes - start - h.end)
-                        if mem is not last[i]:
-                            last[i] = mem
-                            prog.set_buffers((prog.buffer_slots[i], mem))
-                if scalars:
-                    args = prog.scalar_args
-                    args[1::2] = scalars
-                    prog.set_scalars(tuple(args))
-                try:
-                    self._enqueue(queue, kernel, size, prog.local)
-                except self._cl.Error as e:
-                    prog.forget_bindings()
-                    raise self._launch_error(prog, size, e) from e
+            state, analysis = ms.enter(stream_id, buffers if dynamic is None else (*buffers, dynamic))
+            queue = state.stream
+            lx, ly, lz = prog.local
+            if dynamic is None:
+                size = (count.x * lx, count.y * ly, count.z * lz)
+            else:
+                cx, cy, cz = self._dynamic_count(queue, dynamic)
+                if cx == 0 or cy == 0 or cz == 0:
+                    return
+                size = (cx * lx, cy * ly, cz * lz)
+            if buffers:
+                last = prog.last_buffers
+                bind = self._bind
+                for i, h in enumerate(buffers):
+                    region = h._memory.storage  # type: ignore[union-attr]
+                    start = h.start
+                    mem = bind(region.id, region.offset + start, h.nbytes - start - h.end)
+                    if mem is not last[i]:
+                        last[i] = mem
+                        prog.set_buffers((prog.buffer_slots[i], mem))
         except AttributeError:
             # Only unchecked launches get here with something that is not a live handle: say which.
-            for h in bindings:
+            for h in buffers if dynamic is None else (*buffers, dynamic):
                 self.check_handle(h)
             raise
+        if scalars:
+            args = prog.scalar_args
+            try:
+                args[2::3] = scalars
+                prog.set_scalars(tuple(args))
+            except (ValueError, TypeError, RuntimeError, struct.error) as e:  # unchecked launches only
+                raise ValidationError(f"kernel {prog.name!r} scalars {list(scalars)!r}: {e}") from e
+        try:
+            self._enqueue(queue, prog.kernel, size, prog.local)
+        except self._cl.Error as e:
+            prog.forget_bindings()
+            raise self._launch_error(prog, size, e) from e
+        if analysis is not None and analysis.pinned:
+            ms.pin(analysis, queue)
 
     def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
         from cubeplug.backends.opencl.storage import _code_name
@@ -303,54 +306,132 @@ class OpenCLServer(ComputeServer):
         return int(out[0]), int(out[1]), int(out[2])
 
     def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
-        """Snapshot ``data`` into a pinned staging chunk and copy it to the device without blocking."""
+        """Copy host bytes into a handle's region; ``data`` may be reused once this returns.
+
+        A ``reserve_staging`` array of at least ``staging.direct_min`` bytes is copied straight from
+        its mapped (pinned) memory and the call returns once that copy completed, as the CUDA backend
+        does; so is a pageable source of at least ``staging.direct_pageable_min`` bytes (devices whose
+        memory is the host's, where a snapshot only adds a memcpy). Any other source is snapshotted
+        into pooled staging chunks and copied without blocking (see :meth:`_write_staged`).
+        """
         n = data.nbytes
         if n == 0:
             return
         if n > handle.size:
             raise ValidationError(f"cannot write {n} B into a view of {handle.size} B")
         region = handle.memory().storage
-        chunk = self.staging.take(n)
-        src = chunk.array[:n]
-        src[:] = np.frombuffer(data, dtype=np.uint8)
+        dst = region.offset + handle.start
+        staging = self.staging
+        direct = staging.direct_pageable_min
+        if (direct is not None and n >= direct) or (n >= staging.direct_min and staging.is_lent(data)):
+            self._write_direct(stream_id, handle, region.id, dst, data)
+        else:
+            self._write_staged(stream_id, handle, region.id, dst, data)
+
+    def _write_direct(self, stream_id: int, handle: Handle, page: int, dst: int, data: memoryview) -> None:
+        """Copy straight from the caller's host memory (no host copy), then wait for the copy.
+
+        For a lent staging array the copy reads its mapped pointer (``clEnqueueWriteBuffer`` from
+        pinned memory: DMA on GPU drivers) rather than its ``cl.Buffer``: OpenCL leaves commands on a
+        buffer that is mapped undefined.
+        """
         with self.multistream.resolve(stream_id, (handle,)) as resolved:
             queue = resolved.stream
             try:
-                event = self._copy(
-                    queue, self._pages[region.id], src,
-                    dst_offset=region.offset + handle.start, is_blocking=False,
-                )
+                event = self._copy(queue, self._pages[page], data, dst_offset=dst, is_blocking=False)
             except self._cl.Error as e:
-                raise LaunchError(f"uploading {n} B failed on {self.ctx.name}: {e}") from e
-            queue.flush()  # the GC thread waits on this event: make sure the driver has it
-        # The GC thread waits for the copy, then drops the event and the chunk (back to the pool).
-        self.multistream.gc.register(event, chunk)
+                raise LaunchError(f"uploading {data.nbytes} B failed on {self.ctx.name}: {e}") from e
+            queue.flush()
+        self.streams.wait_event_sync(event)  # the caller may overwrite its memory once this returns
+
+    def _write_staged(self, stream_id: int, handle: Handle, page: int, dst: int, data: memoryview) -> None:
+        """Snapshot ``data`` into pooled pinned chunks, piece by piece, and copy them without blocking.
+
+        Pieces are at most ``staging.piece`` bytes and one upload holds at most ``staging.ring``
+        chunks: a larger upload reuses its own chunks, each once the copy from it completed, so no
+        upload allocates pinned memory as large as itself. Each chunk returns to the pool once its last
+        copy completed (the GC thread holds it until then).
+        """
+        n = data.nbytes
+        staging = self.staging
+        piece, ring = max(1, staging.piece), max(1, staging.ring)
+        src = np.frombuffer(data, dtype=np.uint8)
+        buf = self._pages[page]
+        chunks: list[Any] = []
+        events: list[Any] = []
+        try:
+            with self.multistream.resolve(stream_id, (handle,)) as resolved:
+                queue = resolved.stream
+                for i, at in enumerate(range(0, n, piece)):
+                    size = min(piece, n - at)
+                    if i < ring:
+                        chunks.append(staging.take(size))
+                    else:
+                        self.streams.wait_event_sync(events[i - ring])  # that chunk's copy is done
+                    host = chunks[i % ring].array[:size]
+                    host[:] = src[at : at + size]
+                    try:
+                        events.append(self._copy(queue, buf, host, dst_offset=dst + at, is_blocking=False))
+                    except self._cl.Error as e:
+                        raise LaunchError(f"uploading {n} B failed on {self.ctx.name}: {e}") from e
+                    queue.flush()  # start this piece while the next one is snapshotted
+        finally:
+            # The GC thread holds each chunk until the last copy from it completed (the earlier ones
+            # were waited for); a chunk no copy used goes straight back to the pool.
+            for k in range(min(len(chunks), len(events))):
+                self.multistream.gc.register(events[k + (len(events) - 1 - k) // ring * ring], chunks[k])
 
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
-        """Queue copies of the handles into fresh host buffers; the waiter thread completes the future."""
+        """Queue copies of the handles into one pooled pinned chunk (into fresh host buffers when the
+        read is larger than ``staging.read_max``); the waiter thread turns them into bytearrays, gives
+        the chunk back and completes the future, so the caller never blocks."""
         future: Future[list[bytes]] = Future()
-        outs = [bytearray(h.size) for h in handles]
+        sizes = [h.size for h in handles]
+        total = sum(sizes)
+        # held: the chunk or the host buffers the copies write, kept until they completed.
+        held: list[Any] = []
+        starts = [0]
+        for n in sizes:
+            starts.append(starts[-1] + n)
+        staged = 0 < total <= self.staging.read_max
+        if staged:
+            held.append(self.staging.take(total))
+            host = held[0].array
+            targets = [host[starts[i] : starts[i + 1]] for i in range(len(sizes))]
+            del host
+        else:
+            held.extend(bytearray(n) for n in sizes)
+            targets = [np.frombuffer(out, dtype=np.uint8) for out in held]
         events = []
         with self.multistream.resolve(stream_id, handles) as resolved:
             queue = resolved.stream
             try:
-                for h, out in zip(handles, outs, strict=True):
-                    if h.size:
+                for h, target in zip(handles, targets, strict=True):
+                    if target.nbytes:
                         region = h.memory().storage
                         events.append(self._copy(
-                            queue, np.frombuffer(out, dtype=np.uint8), self._pages[region.id],
+                            queue, target, self._pages[region.id],
                             src_offset=region.offset + h.start, is_blocking=False,
                         ))
                 marker = self.streams.flush(queue)
             except self._cl.Error as e:
                 raise LaunchError(f"reading back failed on {self.ctx.name}: {e}") from e
+        del targets
 
         def done(error: BaseException | None, events: list[Any] = events) -> None:
-            events.clear()  # the copies are done: drop their events (and their hold on the host buffers)
+            events.clear()  # the copies are done: drop their events (and their hold on the host memory)
             if error is not None:
+                held.clear()
                 future.set_exception(error)
+                return
+            if staged:
+                chunk = held.pop()
+                outs = [bytearray(chunk.array[starts[i] : starts[i + 1]]) for i in range(len(sizes))]
+                del chunk  # back to the pool before the caller sees the result
             else:
-                future.set_result(outs)  # type: ignore[arg-type]
+                outs = held[:]
+                held.clear()
+            future.set_result(outs)  # type: ignore[arg-type]
 
         self.waiter.submit(marker, done)
         return future
@@ -404,13 +485,16 @@ class OpenCLServer(ComputeServer):
         self.staging.clear()
 
     def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
-        """Pinned host arrays (mapped host-allocated buffers) of the given byte sizes."""
+        """Pinned host arrays (mapped host-allocated buffers) of the given byte sizes.
+
+        ``create`` or a write from one copies straight from its memory, with no host copy, and returns
+        once that copy completed: the array may be refilled as soon as the call returns.
+        """
         out = []
         for size in sizes:
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
                 raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
-            _, array = self.staging.allocate(int(size))
-            out.append(array)
+            out.append(self.staging.lend(int(size)))
         return out
 
     # ------------------------------------------------------------------ profiling

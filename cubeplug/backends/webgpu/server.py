@@ -5,14 +5,17 @@ its scalars and queues a task; nothing reaches wgpu until the stream is flushed,
 when :class:`~cubeplug.backends.webgpu.stream.WgpuQueue` encodes the whole batch at once.
 Everything that could fail in the encoder is checked when the task is queued, so a bad argument is
 an error at the call that made it and never poisons a batch.
+
+A lost device (see :mod:`~cubeplug.backends.webgpu.health`) is DeviceLostError at the call that
+notices it and at every later call that would touch the device.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, NoReturn
 
 from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram
 from cubeplug.backends.webgpu.storage import WgpuStorage
@@ -28,7 +31,7 @@ from cubeplug.backends.webgpu.stream import (
 )
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
-from cubeplug.core.errors import ValidationError
+from cubeplug.core.errors import CompileError, CubeplugError, ValidationError, describe
 from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
 from cubeplug.core.scheduler import Scheduler
@@ -123,10 +126,13 @@ class WgpuServer(ComputeServer):
             properties=properties,
         )
         self.gpu = gpu
+        #: Whether the device was lost (shared with the storage and the queue).
+        self.health = storage.health
+        storage.health.name = name
         self._pages = storage.buffers
         self._max_groups = int(limits["max-compute-workgroups-per-dimension"])
         self.compiler = WgslCompiler(gpu, features, int(limits["max-storage-buffers-per-shader-stage"]))
-        self.queue = WgpuQueue(gpu, align, timestamps)
+        self.queue = WgpuQueue(gpu, align, timestamps, self.health)
         self.scheduler = Scheduler(
             self.queue.submit, max_streams=self.config.streaming.max_streams, max_tasks=MAX_TASKS
         )
@@ -135,10 +141,32 @@ class WgpuServer(ComputeServer):
         self._copy: WgslProgram | None = None
         storage.on_dealloc = self._forget_page
 
+    # ------------------------------------------------------------------ device loss
+    def _raise_lost(self, error: BaseException) -> None:
+        """Raise DeviceLostError (and remember the loss) when ``error`` says the device was lost."""
+        lost = self.health.lost(error)
+        if lost is not None:
+            raise lost from error
+
+    def _lost_or(self, error: BaseException) -> NoReturn:
+        """Raise DeviceLostError for a lost-device ``error``, else ``error`` itself."""
+        self._raise_lost(error)
+        raise error
+
     # ------------------------------------------------------------------ kernels and bind groups
     def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> WgslProgram:
         """Compile a ``wgsl``-dialect source to a pipeline."""
-        return self.compiler.compile(kernel, dialect, mode)
+        import wgpu
+
+        self.health.check()
+        try:
+            return self.compiler.compile(kernel, dialect, mode)
+        except CompileError as e:
+            if e.__cause__ is not None:
+                self._raise_lost(e.__cause__)
+            raise
+        except wgpu.GPUError as e:
+            self._lost_or(e)
 
     def _bind_group(self, program: WgslProgram, regions: Sequence[tuple[Any, int, int]]) -> Any:
         """A new bind group binding ``(buffer, offset, size)`` regions (and the scalar arena)."""
@@ -165,6 +193,7 @@ class WgpuServer(ComputeServer):
         try:
             return self.gpu.create_bind_group(layout=program.layout.bind_group_layout, entries=entries)
         except wgpu.GPUError as e:
+            self._raise_lost(e)
             raise ValidationError(f"the buffers cannot be bound as given: {str(e).strip()}") from e
 
     def _cached_bind_group(
@@ -202,9 +231,11 @@ class WgpuServer(ComputeServer):
         compiled: Compiled,
         count: CubeCount,
         buffers: Sequence[Handle],
-        scalars: list[Any],
+        scalars: Sequence[Any],
     ) -> None:
         """Queue a dispatch; its bind group and scalar block are ready before it is queued."""
+        if self.health.reason is not None:
+            raise self.health.error()
         program: WgslProgram = compiled.program
         buffers = tuple(buffers)
         key_list = [program.layout.id]
@@ -228,9 +259,8 @@ class WgpuServer(ComputeServer):
         packer = program.scalars
         try:
             block = packer.packer.pack(*scalars) if packer is not None else None
-        except struct.error as e:
-            names = ", ".join(p.name for p in compiled.kernel.scalar_params)
-            raise ValidationError(f"kernel {compiled.kernel.name!r} scalars ({names}): {e}") from e
+        except (struct.error, OverflowError, TypeError) as e:
+            raise _scalar_error(compiled.kernel, scalars, e) from e
         handle = count.handle
         if handle is None:
             x, y, z = count.x, count.y, count.z
@@ -292,6 +322,7 @@ class WgpuServer(ComputeServer):
 
     def create(self, data: Any, stream_id: int) -> Handle:
         """Fresh memory has no queued work on it, so its bytes are written now (queue order)."""
+        self.health.check()
         view = self.as_bytes(data)
         handle = self.empty(view.nbytes, stream_id)
         if view.nbytes:
@@ -300,12 +331,15 @@ class WgpuServer(ComputeServer):
 
     def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
         """Queue a copy of host bytes into the handle's region, after the stream's queued work."""
+        self.health.check()
         sched = self.scheduler
         last = handle.memory().stream
         direct = not sched.pending(stream_id) and (last < 0 or not sched.pending(last))
         self._write(stream_id, handle, data, direct=direct)
 
     def _write(self, stream_id: int, handle: Handle, data: memoryview, direct: bool) -> None:
+        import wgpu
+
         buffer, offset, st = self._region(handle)
         n = data.nbytes
         if n == 0:
@@ -314,20 +348,25 @@ class WgpuServer(ComputeServer):
             if n % 4:
                 data = memoryview(bytes(data) + bytes(-n % 4))
             if direct:
-                self.queue.queue.write_buffer(buffer, offset, data)
+                try:
+                    self.queue.queue.write_buffer(buffer, offset, data)
+                except wgpu.GPUError as e:
+                    self._lost_or(e)
             else:
                 task = (WRITE, buffer, offset, bytes(data), handle.memory())
                 self.scheduler.register(stream_id, task, (handle,))
             return
-        import wgpu
-
         shift = offset % 4
         staged = bytes(shift) + bytes(data) + bytes(-(shift + n) % 4)
-        temp = self.gpu.create_buffer_with_data(data=staged, usage=wgpu.BufferUsage.STORAGE)
+        try:
+            temp = self.gpu.create_buffer_with_data(data=staged, usage=wgpu.BufferUsage.STORAGE)
+        except wgpu.GPUError as e:
+            self._lost_or(e)
         self._copy_bytes(stream_id, (temp, shift), (buffer, offset), n, (handle, temp))
 
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
         """Queue copies into a staging buffer after the stream's work, submit, and map after the submit."""
+        self.health.check()
         parts: list[tuple[int, int]] = []
         regions: list[tuple[Any, int, int]] = []
         pos = 0
@@ -350,6 +389,7 @@ class WgpuServer(ComputeServer):
 
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
         """Queue a device copy: copy_buffer_to_buffer when aligned across pages, else the byte-copy kernel."""
+        self.health.check()
         sbuf, soff, _ = self._region(src)
         dbuf, doff, dst_st = self._region(dst)
         n = src.size
@@ -364,12 +404,38 @@ class WgpuServer(ComputeServer):
         """Submit the stream's queued tasks as one batch."""
         self.scheduler.flush(stream_id)
         self.raise_async_error(self.queue.errors)
+        self.health.check()
 
     def sync(self, stream_id: int) -> None:
         """Submit the stream's tasks and wait until the device ran everything submitted."""
+        self.sync_begin(stream_id)()
+
+    def sync_begin(self, stream_id: int) -> Callable[[], None]:
+        """Submit the stream's tasks and a fence under the client's lock; the returned wait needs no lock.
+
+        The fence (a staging-buffer mapping, :meth:`WgpuQueue.fence_task`) is the stream's last task,
+        so it rides in the stream's own submit: a second submit would wait for the device under the
+        lock on drivers that keep one submission in flight (lavapipe). wgpu-py resolves mappings on
+        its per-device poll thread, concurrently with other threads' wgpu calls, and the wait calls
+        no wgpu function but a probe for a lost device, so it needs no lock of the backend either
+        (see :mod:`~cubeplug.backends.webgpu.stream`). It raises DeviceLostError if the device goes
+        meanwhile, then the first asynchronous error.
+        """
+        self.health.check()
+        task, fence = self.queue.fence_task()
+        self.scheduler.register(stream_id, task)
         self.scheduler.flush(stream_id)
-        self.queue.wait_idle()
-        self.raise_async_error(self.queue.errors)
+        errors = self.queue.errors
+
+        def wait() -> None:
+            try:
+                fence.result()
+            except CubeplugError:
+                self.raise_async_error(errors)  # the failed batch's own error, raised once
+                raise
+            self.raise_async_error(errors)
+
+        return wait
 
     def sync_all(self) -> None:
         """Submit every stream's tasks and wait until the device ran them."""
@@ -381,6 +447,7 @@ class WgpuServer(ComputeServer):
         """A timestamp query written after the stream's queued work (None without timestamp-query)."""
         if self.queue.query_set is None:
             return None
+        self.health.check()
         future = ReadFuture([(0, 8)], 8, self.queue.staging)
         self.scheduler.register(stream_id, (TIMESTAMP, self.queue.next_query(), future))
         return future
@@ -394,8 +461,9 @@ class WgpuServer(ComputeServer):
     def close(self) -> None:
         """Finish queued work, stop the completer thread and destroy the device's buffers."""
         try:
-            self.scheduler.flush_all()
-            self.queue.wait_idle()
+            if self.health.reason is None:  # a lost device has nothing left to finish
+                self.scheduler.flush_all()
+                self.queue.wait_idle()
         finally:
             self._bind_groups.clear()
             self.queue.close()
@@ -403,3 +471,13 @@ class WgpuServer(ComputeServer):
             storage = self.storage
             if isinstance(storage, WgpuStorage):
                 storage.close()
+
+
+def _scalar_error(kernel: Kernel, scalars: Sequence[Any], error: BaseException) -> ValidationError:
+    """The ValidationError for scalars that do not pack into the kernel's scalar block."""
+    declared = ", ".join(f"{p.name}: {p.dtype}" for p in kernel.scalar_params) or "none"
+    return ValidationError(
+        f"kernel {kernel.name!r} cannot pass its scalars ({declared}) the values "
+        f"{describe(list(scalars))}: {error}; pass one value per scalar that fits its dtype (a checked "
+        f"launch names the one that does not)"
+    )

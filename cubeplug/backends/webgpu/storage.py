@@ -3,7 +3,7 @@
 Slices of a page are bound with a binding offset, so the pools align them to the device's
 ``minStorageBufferOffsetAlignment`` and no page is larger than ``maxStorageBufferBindingSize``.
 wgpu-py raises validation and out-of-memory errors synchronously at the call, so they are mapped
-to cubeplug errors right where the allocation was asked for.
+to cubeplug errors right where the allocation was asked for; a lost device is DeviceLostError.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cubeplug.backends.webgpu.health import DeviceHealth
 from cubeplug.core.errors import BufferTooBig, OutOfMemoryError, ValidationError
 from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
 
@@ -40,6 +41,9 @@ class WgpuStorage(ComputeStorage):
         self.device = device
         #: The GPUAdapter the device came from (for the server's device info).
         self.adapter = adapter
+        name = str((getattr(adapter, "info", None) or {}).get("device", "")) if adapter is not None else ""
+        #: Whether the device was lost; shared with the server and its queue.
+        self.health = DeviceHealth(device, name)
         self.alignment = properties.alignment
         self.max_page_size = properties.max_page_size
         self.buffers: dict[int, Any] = {}
@@ -49,31 +53,37 @@ class WgpuStorage(ComputeStorage):
         self.on_dealloc: Callable[[int], None] | None = None
 
     def alloc(self, size: int) -> StorageHandle:
-        """Create a page now; wgpu errors become BufferTooBig, ValidationError or OutOfMemoryError."""
+        """Create a page now; raise BufferTooBig, ValidationError, OutOfMemoryError or DeviceLostError."""
         import wgpu
 
         if size > self.max_page_size:
             raise BufferTooBig(size, self.max_page_size)
+        self.health.check()
         nbytes = max(4, size + (-size) % 4)
         try:
             buffer = self.device.create_buffer(size=nbytes, usage=self._usage)
-        except wgpu.GPUOutOfMemoryError as e:
-            raise OutOfMemoryError(
-                size, in_use=0, reserved=self._reserved, limit=None, detail=f"wgpu: {str(e).strip()}"
-            ) from e
-        except wgpu.GPUValidationError as e:
-            raise ValidationError(f"the device refused a buffer of {size} B: {str(e).strip()}") from e
         except wgpu.GPUError as e:
-            text = str(e)
-            if "memory" in text.lower():
-                raise OutOfMemoryError(
-                    size, in_use=0, reserved=self._reserved, limit=None, detail=f"wgpu: {text.strip()}"
-                ) from e
-            raise ValidationError(f"the device refused a buffer of {size} B: {text.strip()}") from e
+            raise self._alloc_error(size, e) from e
         sid = next_storage_id()
         self.buffers[sid] = buffer
         self._reserved += nbytes
         return StorageHandle(sid, 0, size)
+
+    def _alloc_error(self, size: int, error: Exception) -> Exception:
+        """The cubeplug error for a failed ``create_buffer``: lost device, out of memory or refused."""
+        import wgpu
+
+        lost = self.health.lost(error)
+        if lost is not None:
+            return lost
+        text = str(error).strip()
+        if isinstance(error, wgpu.GPUOutOfMemoryError) or (
+            not isinstance(error, wgpu.GPUValidationError) and "memory" in text.lower()
+        ):
+            return OutOfMemoryError(
+                size, in_use=0, reserved=self._reserved, limit=None, detail=f"wgpu: {text}"
+            )
+        return ValidationError(f"the device refused a buffer of {size} B: {text}")
 
     def dealloc(self, id: int) -> None:
         """Destroy the page; wgpu frees it once the submitted work that uses it is done."""

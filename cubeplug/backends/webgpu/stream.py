@@ -12,6 +12,14 @@ Since the queue runs writes and submissions in order, a task's bindings may be r
 is submitted. Reads copy into pooled MAP_READ staging buffers in the encoder and map them after the
 submit; :class:`ReadFuture` completes on the caller's thread when it asks for the result, or on a
 completer thread for callbacks, whichever comes first.
+
+Threads: wgpu-py (0.31, 0.32) polls each device on a poll thread of its own, concurrently with every
+other wgpu call, and ``GPUPromise.sync_wait()`` only waits for an event that the poll thread sets;
+wgpu-native is thread-safe and wgpu-py captures validation errors per thread. So a read-back or a
+sync may wait for its mapping with no lock held (the client's lock stays free for other threads'
+launches), and needs no lock of the backend around the wait. Waits go in steps
+(:func:`wait_promise`): a mapping pending when the device is destroyed is never resolved, so a wait
+that takes long probes the device and ends with DeviceLostError instead of hanging.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ import queue
 import threading
 from concurrent.futures import Future
 from typing import Any, cast
+
+from cubeplug.backends.webgpu.health import DeviceHealth
+from cubeplug.core.errors import CubeplugError, LaunchError
 
 #: Task kinds, the first item of every task tuple.
 DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP = range(6)
@@ -32,15 +43,62 @@ QUERY_SLOTS = 256
 #: Staging buffers kept per size class.
 _STAGING_KEEP = 4
 _STAGING_MAX_POOLED = 64 << 20
+#: First and longest pause between checks for a lost device while waiting for a mapping (seconds).
+WAIT_STEP = 0.05
+WAIT_STEP_MAX = 1.0
+
+
+#: The map mode of read-backs: wgpu-py's "READ_NOSYNC" where it has it (see :func:`map_for_read`).
+_read_mode: Any = "READ_NOSYNC"
+
+
+def map_for_read(staging: Any, nbytes: int) -> Any:
+    """``staging.map_async`` for reading, without the empty submission wgpu-py adds before a read map.
+
+    wgpu-py (0.31, 0.32) submits an empty command buffer before mapping for read, to flush data
+    written through a mapping (wgpu-native issue 305); staging buffers are only written by copies
+    already submitted, so that submit is not needed, and it would block while the device is busy on
+    drivers that keep one submission in flight (lavapipe), under the client's lock. wgpu-py reads
+    its own buffers the same way (mode "READ_NOSYNC"); a version without that mode gets READ.
+    """
+    global _read_mode
+    try:
+        return staging.map_async(_read_mode, 0, nbytes)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        if _read_mode != "READ_NOSYNC":
+            raise
+        import wgpu
+
+        promise = staging.map_async(wgpu.MapMode.READ, 0, nbytes)  # raises too if the range was wrong
+        _read_mode = wgpu.MapMode.READ
+        return promise
+
+
+def wait_promise(promise: Any, health: DeviceHealth | None = None) -> Any:
+    """``promise.sync_wait()``, probing ``health`` at growing intervals while it is pending.
+
+    A device lost while the promise is pending ends the wait with DeviceLostError. wgpu-py has no
+    public timed wait; the native backend's promises (0.31, 0.32) keep a ``threading.Event`` set
+    when they resolve, and without one this falls back to a plain ``sync_wait()``.
+    """
+    event = getattr(promise, "_thread_event", None)
+    if health is not None and event is not None and hasattr(event, "wait"):
+        step = WAIT_STEP
+        while not event.wait(step):
+            health.probe()
+            step = min(2 * step, WAIT_STEP_MAX)
+    return promise.sync_wait()
 
 
 class StagingPool:
     """MAP_READ | COPY_DST buffers by power-of-two size class, reused across reads; thread-safe."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, health: DeviceHealth | None = None) -> None:
         import wgpu
 
         self.device = device
+        #: The device's health, checked by the reads that wait on this pool's buffers.
+        self.health = health or DeviceHealth(device)
         self._usage = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
         self._free: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
@@ -75,17 +133,23 @@ class StagingPool:
 
 
 class ReadFuture(Future[list[bytes]]):
-    """Bytes read back through a staging buffer; completes on ``result()`` or on the completer thread."""
+    """Bytes read back through a staging buffer; completes on ``result()`` or on the completer thread.
+
+    A future without parts is a fence: it only waits for its mapping. Before the bytes of a mapping
+    are read the device is probed, since wgpu-native aborts the process when a buffer destroyed with
+    a lost device is read, and a device destroyed while a mapping is pending may resolve it.
+    """
 
     def __init__(self, parts: list[tuple[int, int]], nbytes: int, pool: StagingPool) -> None:
         super().__init__()
-        #: (position in the staging buffer, size) of each handle.
+        #: (position in the staging buffer, size) of each handle; none for a fence.
         self.parts = parts
         self.nbytes = nbytes
         self.staging: Any = None
         self._pool = pool
         self._promise: Any = None
         self._done_lock = threading.Lock()
+        self._wait_lock = threading.Lock()
 
     def attach(self, promise: Any) -> None:
         """The staging buffer's map promise, once its copy was submitted."""
@@ -111,35 +175,51 @@ class ReadFuture(Future[list[bytes]]):
         if self.done():
             return
         promise = self._promise
+        health = self._pool.health
         error: BaseException | None = None
         if promise is not None:
-            try:
-                promise.sync_wait()
-            except BaseException as e:  # reported through the future
-                error = e
+            # One thread waits on the promise (the caller or the completer); the other finds it done.
+            with self._wait_lock:
+                if self.done():
+                    return
+                try:
+                    wait_promise(promise, health)
+                except BaseException as e:  # reported through the future
+                    error = e
         with self._done_lock:
             if self.done():
                 return
             staging = self.staging
             if error is not None or (promise is None and self.nbytes):
-                from cubeplug.core.errors import LaunchError
-
                 self.staging = None
-                if staging is not None:
+                lost = health.lost(error) if error is not None else None
+                if staging is not None and lost is None:
                     self._pool.give(staging)
-                self.set_exception(LaunchError(f"reading back from the device failed: {error}"))
+                if lost is not None:
+                    self.set_exception(lost)
+                elif isinstance(error, CubeplugError):
+                    self.set_exception(error)
+                else:
+                    self.set_exception(LaunchError(f"reading back from the device failed: {error}"))
                 return
             if staging is None:
                 self.set_result(cast("list[bytes]", [bytearray(size) for _, size in self.parts]))
                 return
             try:
-                view = staging.read_mapped(0, self.nbytes, copy=False)
-                # bytearrays: numpy views of them are writable, so to_numpy needs no second copy.
-                result = cast("list[bytes]", [bytearray(view[pos : pos + size]) for pos, size in self.parts])
-                del view
+                result: list[bytes] = []
+                if self.parts:
+                    health.probe()
+                    view = staging.read_mapped(0, self.nbytes, copy=False)
+                    # bytearrays: numpy views of them are writable, so to_numpy needs no second copy.
+                    result = cast(
+                        "list[bytes]", [bytearray(view[pos : pos + size]) for pos, size in self.parts]
+                    )
+                    del view
                 staging.unmap()
             except BaseException as e:
-                self.set_exception(e)
+                self.staging = None
+                lost = health.lost(e)
+                self.set_exception(lost if lost is not None else e)
                 return
             self.staging = None
             self._pool.give(staging)
@@ -187,17 +267,21 @@ class Completer:
 class WgpuQueue:
     """Encodes batches of tasks for one GPUDevice and submits each batch once."""
 
-    def __init__(self, device: Any, offset_alignment: int, timestamps: bool) -> None:
+    def __init__(
+        self, device: Any, offset_alignment: int, timestamps: bool, health: DeviceHealth | None = None
+    ) -> None:
         import wgpu
 
         usage = wgpu.BufferUsage
         self.device = device
+        #: Whether the device was lost: nothing is encoded or submitted once it is.
+        self.health = health or DeviceHealth(device)
         self.queue = device.queue
         self.align = max(offset_alignment, 16)
         self.arena = device.create_buffer(size=ARENA_BYTES, usage=usage.STORAGE | usage.COPY_DST)
         self._arena_host = bytearray(ARENA_BYTES)
         self._indirect = device.create_buffer(size=INDIRECT_SLOTS * 16, usage=usage.INDIRECT | usage.COPY_DST)
-        self.staging = StagingPool(device)
+        self.staging = StagingPool(device, self.health)
         self.completer = Completer()
         #: Errors of batches that failed on the device side, surfaced at the next flush or sync.
         self.errors: list[BaseException] = []
@@ -216,12 +300,14 @@ class WgpuQueue:
     def submit(self, batch: list[tuple[Any, ...]]) -> None:
         """Encode a batch into one command encoder (one compute pass per run of dispatches) and submit."""
         try:
+            self.health.check()
             self._encode(batch)
         except Exception as e:
-            from cubeplug.core.errors import LaunchError
-
-            error = LaunchError(f"a batch of {len(batch)} queued tasks failed: {type(e).__name__}: {e}")
-            error.__cause__ = e
+            error: CubeplugError | None = self.health.lost(e)
+            if error is None:
+                error = LaunchError(f"a batch of {len(batch)} queued tasks failed: {type(e).__name__}: {e}")
+            if error is not e:
+                error.__cause__ = e
             self.errors.append(error)
             for task in batch:
                 # Reads of segments submitted before the failure complete normally.
@@ -356,13 +442,13 @@ class WgpuQueue:
         if used:
             self.queue.write_buffer(self.arena, 0, self._arena_host, 0, used)
         if enc is not None:
-            self.queue.submit([enc.finish()])
+            commands = enc.finish()  # raises on a lost device, before the submit that would abort
+            self.health.check()
+            self.queue.submit([commands])
             self.submits += 1
         if reads:
-            import wgpu
-
             for staging, future in reads:
-                future.attach(staging.map_async(wgpu.MapMode.READ, 0, future.nbytes + (-future.nbytes) % 4))
+                future.attach(map_for_read(staging, future.nbytes + (-future.nbytes) % 4))
                 self.completer.put(future)
             reads.clear()
 
@@ -373,13 +459,31 @@ class WgpuQueue:
         self._next_query = (index + 1) % QUERY_SLOTS
         return index
 
+    def fence_task(self) -> tuple[tuple[Any, ...], ReadFuture]:
+        """A fence as a READ task and its future, which completes once the batch that holds it has run."""
+        future = ReadFuture([], 4, self.staging)
+        return (READ, [(self._fence_src, 0, 4)], future, ()), future
+
     def fence(self) -> ReadFuture:
-        """A future that completes once everything submitted so far has run."""
-        future = ReadFuture([(0, 4)], 4, self.staging)
-        enc = self.device.create_command_encoder()
-        staging = future.staging = self.staging.take(4)
-        enc.copy_buffer_to_buffer(self._fence_src, 0, staging, 0, 4)
-        self._submit_segment(enc, 0, [(staging, future)])
+        """A future that completes once everything submitted so far has run (the "work done" event).
+
+        It is the mapping of a tiny staging buffer copied after the last submission, which works on
+        wgpu 0.31 and 0.32 alike (0.32's ``on_submitted_work_done`` is broken). A lost device raises
+        DeviceLostError here or from the future.
+        """
+        health = self.health
+        health.check()
+        future = ReadFuture([], 4, self.staging)
+        try:
+            enc = self.device.create_command_encoder()
+            staging = future.staging = self.staging.take(4)
+            enc.copy_buffer_to_buffer(self._fence_src, 0, staging, 0, 4)
+            self._submit_segment(enc, 0, [(staging, future)])
+        except Exception as e:
+            lost = health.lost(e)
+            if lost is not None:
+                raise lost from e
+            raise
         return future
 
     def wait_idle(self) -> None:

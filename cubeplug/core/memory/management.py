@@ -101,16 +101,22 @@ class MemoryManagement:
     # ------------------------------------------------------------------ reservations
     def reserve(self, size: int) -> SliceToken:
         """A token for ``size`` bytes (a validated non-negative int); BufferTooBig or OutOfMemoryError."""
-        try:
-            token = self._reserve_once(size)
-        except OutOfMemoryError as error:
-            token = self._retry_after_oom(size, error)
         self.reservations += 1
         if self.reservations >= self._next_check:
             self._next_check = self.reservations + self._check_period
             for pool in self._pools:
                 pool.cleanup(False)
-        return token
+        if not self._persistent_mode and not self._persistent.count:
+            # The steady state: a size seen before, served by the first pool of its route.
+            route = self._routes.get(size)
+            if route is not None:
+                token = route[0].try_reserve(size)
+                if token is not None:
+                    return token
+        try:
+            return self._reserve_once(size)
+        except OutOfMemoryError as error:
+            return self._retry_after_oom(size, error)
 
     def _reserve_once(self, size: int) -> SliceToken:
         if self._persistent_mode:

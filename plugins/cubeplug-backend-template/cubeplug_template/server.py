@@ -77,10 +77,11 @@ class TemplateServer(ComputeServer):
         compiled: Compiled,
         count: CubeCount,
         buffers: Sequence[Handle],
-        scalars: list[Any],
+        scalars: Sequence[Any],
     ) -> None:
-        """Run the kernel now over views of the buffers."""
-        self.queue.run(self._run_kernel, compiled.program, count, list(buffers), scalars)
+        """Run the kernel now over views of the buffers (scalars as numpy scalars of their dtypes)."""
+        values = compiled.kernel.numpy_scalars(scalars)
+        self.queue.run(self._run_kernel, compiled.program, count, list(buffers), values)
 
     def _run_kernel(
         self, program: Program, count: CubeCount, buffers: list[Handle], scalars: list[Any]

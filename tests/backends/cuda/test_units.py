@@ -412,7 +412,7 @@ def test_bench_runs_end_to_end_on_the_fake(monkeypatch: pytest.MonkeyPatch, tmp_
     out = tmp_path / "bench.json"
     assert bench.main(["--quick", "--launches", "20", "--mib", "4", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
-    for step in ("launch", "alloc", "upload", "copy", "streams"):
+    for step in ("launch", "alloc", "upload", "copy", "streams", "download"):
         assert "error" not in report["results"][step], report["results"][step]
     assert set(report["goals"]) == {
         "launch_ratio<=1.15",
@@ -420,5 +420,14 @@ def test_bench_runs_end_to_end_on_the_fake(monkeypatch: pytest.MonkeyPatch, tmp_
         "upload_pinned>=0.9",
         "copy_fraction>=0.9",
         "streams_speedup>=2",
+        "download_ratio>=0.9",
     }
     assert report["environment"]["device"] == "Fake GPU"
+    download = report["results"]["download"]
+    assert download["large"]["bytes"] == 4 << 20 and download["staged"]["staged"]
+    assert download["large"]["cubeplug_read_GBps"] > 0 and download["large"]["cupy_get_GBps"] > 0
+
+    only = tmp_path / "download.json"
+    assert bench.main(["--quick", "--only", "download", "--mib", "2", "--json", str(only)]) == 0
+    report = json.loads(only.read_text())
+    assert set(report["results"]) == {"download"} and set(report["goals"]) == {"download_ratio>=0.9"}

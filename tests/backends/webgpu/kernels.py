@@ -176,3 +176,22 @@ def add_scalar(dtype: str) -> Kernel:
         },
         cube_dim=64,
     )
+
+
+# Busy for a while: ``rounds`` times 16 steps of a linear congruential generator per element
+# (lavapipe ends a loop after about 65535 iterations, so each iteration does 16 steps; rounds < 65535).
+_STEPS = " ".join(["v = ((v * 1103515245 + 12345) & 0x7fffffff) ^ (v >> 13);"] * 16)
+SLOW = Kernel(
+    "slow",
+    [Buffer("x", "i32"), Scalar("rounds", "i32")],
+    {
+        "wgsl": _MAIN
+        + f"""fn slow(@builtin(global_invocation_id) g: vec3<u32>) {{
+    var v = x[g.x];
+    for (var r = 0; r < scalars.rounds; r++) {{ {_STEPS} }}
+    x[g.x] = select(-1, 5, v == 12345678);
+}}
+"""
+    },
+    cube_dim=64,
+)

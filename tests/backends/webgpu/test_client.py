@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
+import time
 from concurrent.futures import Future
 
 import numpy as np
 import pytest
 
-from cubeplug import Buffer, BufferTooBig, CompileError, CubeCount, Kernel, ValidationError
+from cubeplug import Buffer, BufferTooBig, CompileError, CubeCount, Kernel, LaunchError, ValidationError
+from cubeplug.backends.webgpu import stream
 from cubeplug.core.kernel import DTYPES
+from cubeplug.core.stream import current_stream_id
 from tests.backends.webgpu.conftest import make_client, requires_webgpu
 from tests.backends.webgpu.kernels import (
     ADD_ONE,
@@ -23,6 +27,7 @@ from tests.backends.webgpu.kernels import (
     MIXED,
     NOOP,
     REVERSE,
+    SLOW,
     VEC4,
     add_scalar,
 )
@@ -505,3 +510,88 @@ def test_dropping_a_handle_with_queued_work_keeps_its_memory(fresh_client) -> No
     again = fresh_client.create(np.full(n, 100, dtype=np.float32))  # must not land in x's slice
     np.testing.assert_array_equal(fresh_client.to_numpy(y, "f32"), np.full(n, 3, dtype=np.float32))
     np.testing.assert_array_equal(fresh_client.to_numpy(again, "f32"), np.full(n, 100, dtype=np.float32))
+
+
+def test_unchecked_scalars_that_do_not_fit_are_validation_errors(client) -> None:  # type: ignore[no-untyped-def]
+    n = 64
+    x = client.create(np.ones(n, dtype=np.float32))
+    y = client.create(np.zeros(n, dtype=np.float32))
+    cases = [
+        [1e39, n],  # beyond f32: OverflowError from struct
+        [1.0, -1],  # not a u32: struct.error
+        [1.0, 2**32],
+        ["two", n],
+        [1.0],  # one value short
+    ]
+    for values in cases:
+        with pytest.raises(ValidationError, match=r"kernel 'axpy'.*\(a: f32, n: u32\)"):
+            client.launch_unchecked(AXPY, 1, [x, y], values)
+    # Python numbers and numpy scalars both pack, in any mix.
+    client.launch_unchecked(AXPY, 1, [x, y], [2, np.uint32(n)])
+    client.launch_unchecked(AXPY, 1, [x, y], [np.float64(0.5), n])
+    client.launch(AXPY, 1, [x, y], [np.float32(0.25), np.int64(n)])
+    np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(n, 2.75, dtype=np.float32))
+
+
+def _slow_launches(client, x) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Rounds and launches of SLOW over ``x`` that keep this adapter busy for about half a second."""
+    # lavapipe (a CPU adapter) ends any loop after 65535 iterations.
+    rounds = 60_000 if str(client.properties["adapter_type"]).lower() == "cpu" else 1 << 20
+    client.launch(ADD_ONE, 1, [x], [0])  # compiled before the timing, as the test launches it
+    start = time.perf_counter()
+    client.launch(SLOW, x.size // 256, [x], [rounds])
+    client.sync()
+    one = time.perf_counter() - start
+    return rounds, max(1, min(64, math.ceil(0.5 / max(one, 1e-3))))
+
+
+def test_a_thread_waiting_in_sync_does_not_stall_other_threads(client) -> None:  # type: ignore[no-untyped-def]
+    n = 1 << 12
+    x = client.create(np.zeros(n, np.int32))
+    rounds, launches = _slow_launches(client, x)
+    started = threading.Event()
+
+    def launch_and_sync() -> None:  # its own stream: the sync waits for these launches
+        for _ in range(launches):
+            client.launch(SLOW, n // 64, [x], [rounds])
+        started.set()
+        client.sync()
+
+    t0 = time.perf_counter()
+    syncing = threading.Thread(target=launch_and_sync)
+    syncing.start()
+    assert started.wait(30)
+    time.sleep(0.02)  # let the sync begin waiting
+    client.memory_usage()  # needs the client's lock, not the device
+    # Another stream's work is queued meanwhile (a flush would wait for the device here: lavapipe
+    # keeps one submission in flight, so a second submit blocks until the first one ran).
+    y = client.create(np.zeros(64, np.int32))
+    client.launch(ADD_ONE, 1, [y], [64])
+    t_other = time.perf_counter()
+    syncing.join(60)
+    t_sync = time.perf_counter()
+    assert not syncing.is_alive()
+    assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
+    assert client.to_numpy(y, "i32").sum() == 64
+    assert set(client.to_numpy(x, "i32").tolist()) <= {-1, 5}
+
+
+def test_sync_waits_outside_the_lock_and_still_raises_async_errors(fresh_client) -> None:  # type: ignore[no-untyped-def]
+    client = fresh_client
+    server = client.server
+    x = client.create(np.zeros(64, np.int32))
+    sid = server.stream_id(current_stream_id())
+    bad = (stream.DISPATCH, None, None, None, 1, 1, 1, ())  # a pipeline that is not one: encoding fails
+    server.scheduler.register(sid, bad)
+    with pytest.raises(LaunchError, match="queued tasks failed"):
+        client.sync()
+    client.launch(ADD_ONE, 1, [x], [64])
+    client.sync()  # the error was raised once; the client keeps working
+    assert client.to_numpy(x, "i32").sum() == 64
+    # sync_begin submits under the lock and leaves the waiting, and the error, to its wait.
+    server.scheduler.register(sid, bad)
+    wait = server.sync_begin(sid)
+    assert callable(wait)
+    with pytest.raises(LaunchError, match="queued tasks failed"):
+        wait()
+    client.sync(all_streams=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cubeplug.core.memory.pages import PageSource
 from cubeplug.core.memory.pools.lending import LendingPool
 from cubeplug.core.memory.slice_token import SliceRef, SliceToken
-from cubeplug.core.memory.usage import PoolReport
+from cubeplug.core.memory.usage import MemoryUsage, PoolReport
 from cubeplug.core.storage import StorageHandle
 
 
@@ -42,7 +42,9 @@ class _Slice:
 class SlicedPool(LendingPool):
     """Pages of ``page_size`` cut into aligned slices up to ``max_slice_size`` (or within 20 % of a page).
 
-    A reservation first reuses a freed slice of exactly its padded size (the most recently freed
+    The usage figures are counted over the pages when asked for, so that lending and freeing a
+    slice only touch the slice and its page. A reservation first reuses a freed slice of exactly its
+    padded size (the most recently freed
     one still intact), so that the steady state of freeing and reserving one size costs O(1);
     otherwise it takes the first free slice that fits, over pages in the order they were allocated
     and offsets in a page, coalescing adjacent free slices as it goes, and splits off the aligned
@@ -87,7 +89,19 @@ class SlicedPool(LendingPool):
             s = bucket.pop()
             self._index_entries -= 1
             if s.free and s.size == padded:
-                return self._take(s, size)
+                # _take, inlined: this is the steady state of freeing and reserving one size.
+                s.free = False
+                page = s.page
+                page.used += 1
+                page.used_bytes += padded
+                storage = s.storage
+                if storage is None:
+                    storage = s.storage = page.handle.region(s.offset, padded)
+                token = SliceToken(storage)
+                ref = s.ref = SliceRef(token, self._on_free)
+                ref.slice = s
+                s.requested = size
+                return token
         return self._first_fit(size, padded)
 
     def alloc(self, size: int) -> SliceToken | None:
@@ -115,13 +129,9 @@ class SlicedPool(LendingPool):
         if storage is None:
             storage = s.storage = page.handle.region(s.offset, s.size)
         token = SliceToken(storage)
-        ref = SliceRef(token, self._on_free)
+        ref = s.ref = SliceRef(token, self._on_free)
         ref.slice = s
-        s.ref = ref
         s.requested = size
-        self._live += 1
-        self._in_use += size
-        self._padding += s.size - size
         return token
 
     def _split(self, s: _Slice, size: int) -> None:
@@ -170,9 +180,6 @@ class SlicedPool(LendingPool):
             page = s.page
             page.used -= 1
             page.used_bytes -= s.size
-            self._live -= 1
-            self._in_use -= s.requested
-            self._padding -= s.size - s.requested
             bucket = free_sizes.get(s.size)
             if bucket is None:
                 free_sizes[s.size] = [s]
@@ -227,17 +234,33 @@ class SlicedPool(LendingPool):
 
     # ------------------------------------------------------------------ figures
 
-    def report(self) -> PoolReport:
-        """The pool's page size, largest slice, pages, live slices and bytes."""
+    def usage(self) -> MemoryUsage:
+        """Live slices, their requested bytes and padding (counted over the pages), and pages held."""
         if self._freed:
             self._drain()
+        live = in_use = padding = 0
+        for page in self._pages:
+            if not page.used:
+                continue
+            s = page.head
+            while s is not None:
+                if not s.free:
+                    live += 1
+                    in_use += s.requested
+                    padding += s.size - s.requested
+                s = s.next
+        return MemoryUsage(live, in_use, padding, self._reserved)
+
+    def report(self) -> PoolReport:
+        """The pool's page size, largest slice, pages, live slices and bytes."""
+        usage = self.usage()
         return PoolReport(
             self.kind,
             self.page_size,
             self.max_slice_size,
             len(self._pages),
-            self._live,
-            self._in_use,
+            usage.number_allocs,
+            usage.bytes_in_use,
             self._reserved,
         )
 
