@@ -262,42 +262,15 @@ class MultiStream(Generic[S, E]):
         return ResolvedStreams(self, stream_id, state, analysis)
 
     def enter(
-        self, stream_id: int, bindings: Iterable[Binding] = ()
+        self, stream_id: int, bindings: Iterable[Binding] = (), *, advance: bool = True
     ) -> tuple[StreamState[S], SharedBindingAnalysis | None]:
         """Make ``stream_id`` wait for the bindings' streams, advance its cursor; (state, analysis).
 
         When the analysis has ``pinned`` memory, call :meth:`pin` once the operation is queued.
+        It records ``stream_id`` as the bindings' last stream, so it runs exactly once per operation.
+        With ``advance=False`` it only analyses (no wait, no cursor step). A dropped handle raises
+        AttributeError.
         """
-        state, analysis = self._analyse(stream_id, bindings)
-        if analysis is not None and analysis.slices:
-            self.apply_analysis(stream_id, analysis)
-        state.cursor += 1
-        return state, analysis
-
-    def pin(self, analysis: SharedBindingAnalysis, stream: S) -> None:
-        """Keep the analysis' pinned memory reserved until the work queued on ``stream`` is done."""
-        backend = self.backend
-        origin = backend.flush(stream)
-        gc_stream = self.streams.get_special(0).stream
-        backend.wait_event(gc_stream, origin)
-        event = backend.flush(gc_stream)
-        # The native streams travel with the pinned memory: a driver must not see a queue released
-        # (its server collected) while the GC thread still waits on one of its events.
-        self.gc.register(event, (analysis.pinned, gc_stream, stream))
-
-    def update_shared_bindings(
-        self, stream_id: int, bindings: Iterable[Binding]
-    ) -> SharedBindingAnalysis | None:
-        """Which bound memory needs a wait or a pin on ``stream_id`` (None: nothing to do).
-
-        It records ``stream_id`` as the bindings' last stream, so it runs exactly once per operation
-        (:meth:`enter` and :meth:`resolve` call it). A dropped handle raises AttributeError.
-        """
-        return self._analyse(stream_id, bindings)[1]
-
-    def _analyse(
-        self, stream_id: int, bindings: Iterable[Binding]
-    ) -> tuple[StreamState[S], SharedBindingAnalysis | None]:
         max_streams = self.max_streams
         index = stream_id % max_streams
         slots = self.streams._slots
@@ -326,7 +299,29 @@ class MultiStream(Generic[S, E]):
                 if analysis is None:
                     analysis = SharedBindingAnalysis()
                 analysis.shared(token, origin)
+        if advance:
+            if analysis is not None and analysis.slices:
+                self.apply_analysis(stream_id, analysis)
+            current.cursor += 1
         return current, analysis
+
+    def pin(self, analysis: SharedBindingAnalysis, stream: S) -> None:
+        """Keep the analysis' pinned memory reserved until the work queued on ``stream`` is done."""
+        backend = self.backend
+        origin = backend.flush(stream)
+        gc_stream = self.streams.get_special(0).stream
+        backend.wait_event(gc_stream, origin)
+        event = backend.flush(gc_stream)
+        # The native streams travel with the pinned memory: a driver must not see a queue released
+        # (its server collected) while the GC thread still waits on one of its events.
+        self.gc.register(event, (analysis.pinned, gc_stream, stream))
+
+    def update_shared_bindings(
+        self, stream_id: int, bindings: Iterable[Binding]
+    ) -> SharedBindingAnalysis | None:
+        """Which bound memory needs a wait or a pin on ``stream_id`` (None: nothing to do); it records
+        the bindings' new last stream like :meth:`enter`, without waiting or advancing."""
+        return self.enter(stream_id, bindings, advance=False)[1]
 
     def apply_analysis(self, stream_id: int, analysis: SharedBindingAnalysis) -> None:
         """Flush each origin stream and make ``stream_id`` wait on its event."""

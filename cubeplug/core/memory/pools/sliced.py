@@ -80,10 +80,23 @@ class SlicedPool(LendingPool):
     # ------------------------------------------------------------------ reservations
     def try_reserve(self, size: int) -> SliceToken | None:
         """A slice of a page the pool holds: an exact-size free slice, else the first that fits."""
-        if self._freed:
-            self._drain()
         a = self._align
         padded = -(-size // a) * a or a
+        freed = self._freed
+        if freed:
+            ref = freed[0]
+            s = ref.slice
+            if s.size == padded and s.ref is ref:
+                # The slice freed first fits exactly: lend it again as it is, without marking it free
+                # in between (its page's counters stay right). Callbacks only append on the right, so
+                # the left end is still ``ref``.
+                freed.popleft()
+                token = SliceToken(s.storage)
+                ref = s.ref = SliceRef(token, self._on_free)
+                ref.slice = s
+                s.requested = size
+                return token
+            self._drain()
         bucket = self._free_sizes.get(padded)
         while bucket:
             s = bucket.pop()
