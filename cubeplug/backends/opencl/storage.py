@@ -207,11 +207,11 @@ DIRECT_PAGEABLE_MIN = STAGING_PIECE * STAGING_RING
 #: discrete GPU; larger ones go straight into fresh host memory (the driver's pageable path: one copy
 #: instead of two, and no pinned chunk as large as the read). The CUDA backend's default too.
 READ_STAGING_MAX = 64 << 20
-#: The same threshold on a device whose memory is the host's: there a staging chunk buys no DMA, only a
-#: second memcpy. Measured on PoCL (read_one, median of repeats): a tie up to 256 KiB (35-45 us
-#: either way), slower from 1 MiB on (1 MiB: 165 vs 120 us, 4 MiB: 690 vs 530 us, 64 MiB: 42 vs
-#: 34 ms through the chunk vs straight).
-HOST_READ_STAGING_MAX = 256 << 10
+#: The same threshold on a device whose memory is the host's (``host_unified_memory``): there a chunk
+#: buys no DMA, only a second memcpy, so no read goes through one. Measured on PoCL, straight vs
+#: through a chunk: read_async 35 vs 40 us at 1 KiB, 68 vs 85 us at 64 KiB, 151 vs 194 us at 256 KiB,
+#: 475 vs 660 us at 1 MiB, 1.7 vs 2.2 ms at 4 MiB; read_one 34 vs 42 ms at 64 MiB.
+HOST_READ_STAGING_MAX = 0
 
 
 class StagingChunk:
