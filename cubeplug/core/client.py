@@ -44,6 +44,9 @@ class ComputeClient:
         self._default_mode = (
             _UNCHECKED if server.config.compilation.check_mode == "unchecked" else _CHECKED
         )
+        #: The server's generated checked launches, by kernel (filled by its first checked launch).
+        plans: dict[Kernel, Any] = server.launch_plans if self._default_mode is _CHECKED else {}
+        self._plans = plans
 
     # ------------------------------------------------------------------ identity
     @property
@@ -198,8 +201,16 @@ class ComputeClient:
         if self._profile.enabled:
             self._launch_profiled(kernel, count, buffers, scalars, self._default_mode, sid)
             return
+        server = self._server
         with self._lock:
-            self._server.launch(kernel, count, buffers, scalars, self._default_mode, sid)
+            try:
+                plan = self._plans.get(kernel)
+            except TypeError:  # not hashable, so not a Kernel: server.launch says so
+                plan = None
+            if plan is not None:  # the kernel's generated checked launch (see core/plans.py)
+                plan(server, count, buffers, scalars, sid)
+            else:
+                server.launch(kernel, count, buffers, scalars, self._default_mode, sid)
 
     def launch_unchecked(
         self,

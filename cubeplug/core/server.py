@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
-from cubeplug.core.checks import Checker, make_checker
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
 from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import AllocationMode, MemoryLimit, MemoryManagement, MemoryUsage, PoolReport
+from cubeplug.core.plans import Plan, make_plan
 from cubeplug.core.profile import ProfileDuration, ProfileToken
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
 from cubeplug.core.stream import StreamPool
@@ -76,8 +76,8 @@ class ComputeServer(ABC):
         self.compile_cache = CompileCache()
         self._compiled: dict[Kernel, Compiled] = {}
         self._checked_kernels: dict[Kernel, Compiled] = {}
-        #: Per checked kernel: its compiled form and its generated argument check.
-        self._launch_checks: dict[Kernel, tuple[Compiled, Checker]] = {}
+        #: The generated checked launch of each kernel (the client calls it directly when present).
+        self.launch_plans: dict[Kernel, Plan] = {}
         self._single_stream = self.config.streaming.policy == "single"
         self._align = capabilities.offset_alignment
         self._modes: list[AllocationMode] = []
@@ -242,23 +242,20 @@ class ComputeServer(ABC):
     ) -> None:
         """Validate (when checked), compile once, and queue a kernel launch."""
         if mode is _CHECKED:
-            entry = self._launch_checks.get(kernel)
-            if entry is None:
-                entry = self._check_kernel(kernel, mode)
-            compiled, check = entry
-            scalars = check(self, buffers, scalars)
-            if count.handle is not None:
-                self._check_dynamic(count.handle)
-        else:
-            unchecked = self._compiled.get(kernel)
-            if unchecked is None:
-                unchecked = self._compiled[kernel] = self._compile(kernel, mode)
-            compiled = unchecked
+            plan = self.launch_plans.get(kernel)
+            if plan is None:
+                plan = self._plan(kernel, mode)
+            plan(self, count, buffers, scalars, stream_id)
+            return
+        compiled = self._compiled.get(kernel)
+        if compiled is None:
+            compiled = self._compiled[kernel] = self._compile(kernel, mode)
         if count.handle is None and not (count.x and count.y and count.z):
             return
         self.execute(stream_id, compiled, count, buffers, scalars)
 
-    def _check_kernel(self, kernel: Kernel, mode: ExecutionMode) -> tuple[Compiled, Checker]:
+    def _plan(self, kernel: Kernel, mode: ExecutionMode) -> Plan:
+        """Check a kernel against the device once, compile it, and make its launch plan."""
         if not isinstance(kernel, Kernel):
             raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
         dtypes = self.capabilities.dtypes
@@ -277,17 +274,28 @@ class ComputeServer(ABC):
             )
         compiled = self._compile(kernel, mode)
         self._checked_kernels[kernel] = compiled
-        entry = self._launch_checks[kernel] = (
-            compiled, make_checker(kernel, self._align, ComputeServer._check_arguments)
+        plan = self.launch_plans[kernel] = make_plan(
+            kernel, compiled, self._align, ComputeServer._launch_general
         )
-        return entry
+        return plan
 
-    def _check_arguments(
-        self, kernel: Kernel, buffers: Sequence[Any], scalars: Sequence[Any]
-    ) -> Sequence[Any]:
-        """The full check of a launch's buffers and scalars: the checked scalars, or ValidationError."""
+    def _launch_general(
+        self,
+        kernel: Kernel,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Any],
+        scalars: Sequence[Any],
+        stream_id: int,
+    ) -> None:
+        """A checked launch with every check in full: ValidationError saying what is wrong, else queued."""
         self._check_buffers(kernel, buffers)
-        return kernel.check_scalars(scalars)
+        if count.handle is not None:
+            self._check_dynamic(count.handle)
+        scalars = kernel.check_scalars(scalars)
+        if count.handle is None and not (count.x and count.y and count.z):
+            return
+        self.execute(stream_id, compiled, count, buffers, scalars)
 
     def _compile(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
         dialect = kernel.pick_dialect(self.dialects, self.backend)

@@ -61,7 +61,7 @@ class _Natives:
     or, failing that, from the server's finalizer when it is collected.
     """
 
-    __slots__ = ("compiled", "ctx", "multistream", "scratch", "staging", "storage", "waiter")
+    __slots__ = ("compiled", "ctx", "multistream", "plans", "scratch", "staging", "storage", "waiter")
 
     def __init__(
         self,
@@ -78,6 +78,8 @@ class _Natives:
         self.waiter = waiter
         self.staging = staging
         self.compiled = compiled
+        #: The server's launch plans (they hold compiled kernels too).
+        self.plans: dict[Any, Any] = {}
         self.scratch: Any = None
 
 
@@ -112,6 +114,7 @@ def _release(natives: _Natives) -> None:
     _forget_bindings(natives.compiled)
     for table in natives.compiled:
         table.clear()
+    natives.plans.clear()
     natives.scratch = None
     natives.staging.keep = 0  # chunks still on their way back are released, not kept
     natives.staging.clear()
@@ -206,6 +209,7 @@ class OpenCLServer(ComputeServer):
             ctx, storage, self.multistream, self.waiter, self.staging,
             [self._compiled, self._checked_kernels, self.compile_cache._entries],
         )
+        self._natives.plans = self.launch_plans
         storage.forget_bindings = functools.partial(_forget_bindings, self._natives.compiled)
         self._release = weakref.finalize(self, _release, self._natives)
         _open_servers.add(self)
