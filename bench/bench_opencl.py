@@ -31,6 +31,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paired import paired
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cubeplug
@@ -144,6 +147,10 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
     for name in ("launch", "launch_unchecked"):
         out[f"ratio_{name}_vs_raw_preset"] = round(results[name][0] / results["raw_preset"][0], 3)
         out[f"ratio_{name}_vs_raw_set_args"] = round(results[name][0] / results["raw_set_args"][0], 3)
+    # The same loops in alternation, a ratio per round (bench/paired.py): robust to host drift.
+    out["paired_launch_vs_raw_preset"] = paired(checked, raw_preset, max(1, n // 5), drain=drain)
+    out["paired_launch_vs_raw_set_args"] = paired(checked, raw_set_args, max(1, n // 5), drain=drain)
+    client.sync()
     return out
 
 
@@ -178,6 +185,8 @@ def bench_alloc(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
     pool.free_held()
     out: dict[str, Any] = {name: _figure(v) for name, v in results.items()}
     out["ratio"] = round(results["cubeplug"][0] / results["pyopencl_memory_pool"][0], 3)
+    out["paired"] = paired(ours, theirs, max(1, n // 5))
+    pool.free_held()
     return out
 
 
@@ -268,10 +277,14 @@ def main() -> None:
     print(f"  ratio launch / raw enqueue: {launch['ratio_launch_vs_raw_preset']:.2f}x "
           f"(unchecked {launch['ratio_launch_unchecked_vs_raw_preset']:.2f}x); "
           f"vs raw with args set each time: {launch['ratio_launch_vs_raw_set_args']:.2f}x", flush=True)
+    pp, ps = launch["paired_launch_vs_raw_preset"], launch["paired_launch_vs_raw_set_args"]
+    print(f"  paired (median of per-round ratios): vs raw enqueue {pp['ratio_median']:.3f}x "
+          f"(IQR {pp['ratio_iqr']}), vs raw set-args {ps['ratio_median']:.3f}x (IQR {ps['ratio_iqr']})",
+          flush=True)
     report["alloc_1mib"] = alloc = bench_alloc(client, allocs, 5)
     print(f"reserve+release 1 MiB: cubeplug {alloc['cubeplug']['median_us']:.2f} us, "
           f"pyopencl MemoryPool {alloc['pyopencl_memory_pool']['median_us']:.2f} us, "
-          f"ratio {alloc['ratio']:.2f}x", flush=True)
+          f"ratio {alloc['ratio']:.2f}x; paired {alloc['paired']['ratio_median']:.3f}x", flush=True)
     report["bandwidth"] = bw = bench_bandwidth(client, copy_mib * MIB, copy_iters)
     print(f"copy kernel {bw['copy_kernel_gbps']:.1f} GB/s vs device copy {bw['device_copy_gbps']:.1f} GB/s "
           f"({bw['fraction_of_copy_peak'] * 100:.0f} % of peak, {copy_mib} MiB, "
