@@ -146,6 +146,8 @@ class DeviceGuard:
         self.device = device
         self._local = threading.local()
         self._multi = device_count() > 1
+        #: More than one device: the current device must be checked before every call.
+        self.multi = self._multi
         if self._multi:
             from cupy.cuda import runtime
 
@@ -164,6 +166,10 @@ class DeviceGuard:
             # even when it reuses a dead thread's id.)
             runtime.setDevice(self.device)
             self._local.ready = True
+
+    def ready(self) -> bool:
+        """True when this thread has the device current already (single-device case)."""
+        return bool(self._local.__dict__)
 
 
 @contextmanager

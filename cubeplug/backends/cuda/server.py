@@ -189,8 +189,14 @@ class CudaServer(ComputeServer):
         buffers: Sequence[Handle],
         scalars: Sequence[Any],
     ) -> None:
-        """Queue a launch: pointers with offsets applied, after the buffers' other streams."""
-        self.guard()
+        """Queue a launch: pointers with offsets applied, after the buffers' other streams.
+
+        With one device the guard runs only when a launch fails in a thread that never made the
+        device current (the driver then reports no current context): the launch is tried again.
+        """
+        guard = self.guard
+        if guard.multi:
+            guard()
         ptrs = self._ptrs
         pointers = []
         try:
@@ -213,7 +219,15 @@ class CudaServer(ComputeServer):
         except CubeplugError:
             raise
         except Exception as e:
-            raise self._launch_error(program, grid, e) from e
+            if guard.multi or guard.ready():
+                raise self._launch_error(program, grid, e) from e
+            guard()  # this thread's first CUDA call: make the device's context current, then retry
+            try:
+                program.launch(state.stream, grid, pointers, scalars)
+            except CubeplugError:
+                raise
+            except Exception as again:
+                raise self._launch_error(program, grid, again) from again
         if analysis is not None and analysis.pinned:
             ms.pin(analysis, state.stream)
 

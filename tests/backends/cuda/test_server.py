@@ -596,3 +596,25 @@ def test_a_thread_waiting_in_sync_does_not_stall_other_threads(mode, client) -> 
     t_sync = time.perf_counter()
     assert not syncing.is_alive()
     assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
+
+
+def test_a_thread_whose_first_cuda_call_is_a_launch(client) -> None:  # type: ignore[no-untyped-def]
+    """The single-device launch path makes the device current only when a launch needs it."""
+    n = 1000
+    y = client.create(np.zeros(n, dtype=np.float32))
+    client.sync()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with client.stream():
+                client.launch(FILL, CubeCount(blocks(n, 256)), [y], [3.0, n])
+                client.sync()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(60)
+    assert not errors, errors
+    np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(n, 3.0, dtype=np.float32))
