@@ -539,20 +539,26 @@ def test_memory_used_by_another_stream_is_not_reused_while_in_use(mode, client) 
     from tests.backends.cuda.kernels import SLOW
 
     n = 1 << 16
-    rounds = 2_000_000 if mode == "gpu" else 10
+    # On a GPU the second launch runs for about a second (dependent multiply-adds), far longer than
+    # the few calls that follow it, and the test checks that it is still running when it looks.
+    rounds = 300_000_000 if mode == "gpu" else 10
     with stream_scope() as a:
         h = client.create(np.zeros(n, np.int32))
         client.sync()
-    with stream_scope():
+    with stream_scope() as b:
         client.launch(SLOW, n // 64, [h], [10])  # first use on B: B waits for A, the slice is pinned
         client.sync()
         client.launch(SLOW, n // 64, [h], [rounds])  # second use: no wait needed, still held
         address = client.server._ptr(h)
-        del h
-        gc.collect()
+        del h  # no gc.collect(): with CuPy loaded it can outlast the kernel
     with stream_scope(a):
         y = client.create(np.full(n, 7, np.int32))  # A's pool must not hand out h's slice yet
         if mode == "gpu":  # the stand-in finishes every launch at once, so reuse is legal there
+            import cupy
+
+            running = cupy.cuda.Event(disable_timing=True)
+            running.record(cupy.cuda.ExternalStream(client.server._state(b).ptr))
+            assert not running.done, "the slow kernel ended before the check: it checked nothing"
             assert client.server._ptr(y) != address
     client.sync(all_streams=True)
     np.testing.assert_array_equal(client.to_numpy(y, "i32"), np.full(n, 7, np.int32))
