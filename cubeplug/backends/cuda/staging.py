@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import mmap
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -26,10 +24,13 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from cubeplug.core.hostmem import HUGEPAGE_MIN, host_address, host_buffer, host_copy
+
+#: Re-exported: staged reads build their results with these.
+__all__ = ["HUGEPAGE_MIN", "host_address", "host_buffer", "host_copy"]
+
 #: Smallest block handed out (a page).
 MIN_BLOCK = 4096
-#: Host buffers this large and larger are advised for transparent huge pages (numpy's threshold).
-HUGEPAGE_MIN = 4 << 20
 
 
 class Event(Protocol):
@@ -193,84 +194,6 @@ class PinnedBuffer:
                 self._pool.release(self._block)
         except Exception:  # interpreter shutdown: the process frees pinned memory anyway
             pass
-
-
-def host_address(view: memoryview) -> int:
-    """The address of a C-contiguous byte view's first byte."""
-    if view.nbytes == 0:
-        return 0
-    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data)
-
-
-# ---------------------------------------------------------------------------- host result buffers
-def _uninitialised_bytearray() -> Callable[[Any, int], bytearray] | None:
-    """CPython's ``PyByteArray_FromStringAndSize``: with a NULL source it leaves the bytes unset."""
-    try:
-        proto = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)
-        return proto(("PyByteArray_FromStringAndSize", ctypes.pythonapi))
-    except (AttributeError, OSError):  # not CPython
-        return None
-
-
-def _madvise() -> Callable[[int, int, int], int] | None:
-    """libc's ``madvise`` (Linux), or None."""
-    if not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_HUGEPAGE"):
-        return None
-    try:
-        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, use_errno=True)
-        return proto(("madvise", ctypes.CDLL(None, use_errno=True)))
-    except (AttributeError, OSError):
-        return None
-
-
-_new_bytearray = _uninitialised_bytearray()
-_madvise_fn = _madvise()
-_MADV_HUGEPAGE: int = getattr(mmap, "MADV_HUGEPAGE", 14)
-_PAGE = 4096
-
-
-def advise_hugepages(address: int, nbytes: int) -> None:
-    """Ask for transparent huge pages over the whole pages of ``[address, address + nbytes)``.
-
-    What numpy does for every array of 4 MiB and more: the first touch of fresh memory then faults
-    2 MiB at a time instead of 4 KiB (a 256 MiB buffer: 128 faults instead of 65536). Errors (an old
-    kernel, THP turned off) are ignored: the pages are then ordinary ones.
-    """
-    if _madvise_fn is None or nbytes < HUGEPAGE_MIN:
-        return
-    start = -(-address // _PAGE) * _PAGE
-    end = (address + nbytes) // _PAGE * _PAGE
-    if end > start:
-        _madvise_fn(start, end - start, _MADV_HUGEPAGE)
-
-
-def host_buffer(nbytes: int) -> bytearray:
-    """A bytearray of ``nbytes`` *uninitialised* bytes, for a result a copy then fills whole.
-
-    ``bytearray(n)`` zero-fills: it faults in every page of fresh memory only for the copy to write it
-    again (for a 256 MiB read that first touch, 65536 faults of 4 KiB, can cost more than the
-    transfer). This one
-    is allocated without a fill and, from :data:`HUGEPAGE_MIN` up, advised for huge pages, as numpy
-    allocates the array that CuPy's ``ndarray.get()`` copies into.
-    """
-    if nbytes <= 0:
-        return bytearray()
-    if _new_bytearray is None:
-        return bytearray(nbytes)
-    buf = _new_bytearray(None, nbytes)
-    if nbytes >= HUGEPAGE_MIN:
-        advise_hugepages(host_address(memoryview(buf)), nbytes)
-    return buf
-
-
-def host_copy(src: np.ndarray) -> bytearray:
-    """A bytearray copy of a contiguous uint8 array: one copy, no fill."""
-    n = src.nbytes
-    if n < HUGEPAGE_MIN:
-        return bytearray(src)
-    out = host_buffer(n)
-    np.frombuffer(out, dtype=np.uint8)[:] = src
-    return out
 
 
 # ---------------------------------------------------------------------------- staged reads

@@ -37,6 +37,7 @@ from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
 from cubeplug.core.errors import LaunchError, ValidationError
 from cubeplug.core.handle import Handle
+from cubeplug.core.hostmem import host_buffer, host_copy
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.stream import MultiStream
@@ -404,7 +405,7 @@ class OpenCLServer(ComputeServer):
             targets = [host[starts[i] : starts[i + 1]] for i in range(len(sizes))]
             del host
         else:
-            held.extend(bytearray(n) for n in sizes)
+            held.extend(host_buffer(n) for n in sizes)  # no zero-fill: the copies write them whole
             targets = [np.frombuffer(out, dtype=np.uint8) for out in held]
         events = []
         with self.multistream.resolve(stream_id, handles) as resolved:
@@ -430,7 +431,7 @@ class OpenCLServer(ComputeServer):
                 return
             if staged:
                 chunk = held.pop()
-                outs = [bytearray(chunk.array[starts[i] : starts[i + 1]]) for i in range(len(sizes))]
+                outs = [host_copy(chunk.array[starts[i] : starts[i + 1]]) for i in range(len(sizes))]
                 del chunk  # back to the pool before the caller sees the result
             else:
                 outs = held[:]

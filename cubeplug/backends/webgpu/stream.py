@@ -29,8 +29,11 @@ import threading
 from concurrent.futures import Future
 from typing import Any, cast
 
+import numpy as np
+
 from cubeplug.backends.webgpu.health import DeviceHealth
 from cubeplug.core.errors import CubeplugError, LaunchError
+from cubeplug.core.hostmem import host_copy
 
 #: Task kinds, the first item of every task tuple.
 DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP = range(6)
@@ -211,9 +214,12 @@ class ReadFuture(Future[list[bytes]]):
                     health.probe()
                     view = staging.read_mapped(0, self.nbytes, copy=False)
                     # bytearrays: numpy views of them are writable, so to_numpy needs no second copy.
+                    # host_copy: one copy, no zero-fill, huge pages when large (core/hostmem.py).
+                    data = np.frombuffer(view, dtype=np.uint8)
                     result = cast(
-                        "list[bytes]", [bytearray(view[pos : pos + size]) for pos, size in self.parts]
+                        "list[bytes]", [host_copy(data[pos : pos + size]) for pos, size in self.parts]
                     )
+                    del data
                     del view
                 staging.unmap()
             except BaseException as e:

@@ -33,6 +33,7 @@ from cubeplug.backends.cuda.staging import (
     host_copy,
     plan_chunks,
 )
+from cubeplug.core import hostmem
 from tests.backends.cuda.kernels import ADD_ONE
 
 
@@ -47,6 +48,7 @@ def no_zero_fill(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return bytearray(*args)
 
     monkeypatch.setattr(staging, "bytearray", spy, raising=False)
+    monkeypatch.setattr(hostmem, "bytearray", spy, raising=False)
     monkeypatch.setattr(server_module, "bytearray", spy, raising=False)
     return filled
 
@@ -54,7 +56,7 @@ def no_zero_fill(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 # ---------------------------------------------------------------------- host buffers
 @pytest.mark.parametrize("n", [0, 1, 7, 4095, 4096, 4097, HUGEPAGE_MIN - 1, HUGEPAGE_MIN + 3])
 def test_host_buffer_is_a_writable_bytearray_made_without_a_fill(monkeypatch, n) -> None:  # type: ignore[no-untyped-def]
-    assert staging._new_bytearray is not None  # CPython: uninitialised bytearrays are available
+    assert hostmem._new_bytearray is not None  # CPython: uninitialised bytearrays are available
     filled = no_zero_fill(monkeypatch)
     buf = host_buffer(n)
     assert type(buf) is bytearray and len(buf) == n and not filled
@@ -66,14 +68,14 @@ def test_host_buffer_is_a_writable_bytearray_made_without_a_fill(monkeypatch, n)
 
 
 def test_host_buffer_without_the_c_api_falls_back_to_bytearray(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(staging, "_new_bytearray", None)
+    monkeypatch.setattr(hostmem, "_new_bytearray", None)
     buf = host_buffer(100)
     assert type(buf) is bytearray and bytes(buf) == bytes(100)
 
 
 def test_large_host_buffers_are_advised_for_huge_pages(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     calls: list[tuple[int, int, int]] = []
-    monkeypatch.setattr(staging, "_madvise_fn", lambda a, n, advice: calls.append((a, n, advice)) or 0)
+    monkeypatch.setattr(hostmem, "_madvise_fn", lambda a, n, advice: calls.append((a, n, advice)) or 0)
     small = host_buffer(HUGEPAGE_MIN - 1)
     assert calls == [] and len(small) == HUGEPAGE_MIN - 1
     n = HUGEPAGE_MIN + 12345
@@ -87,10 +89,10 @@ def test_large_host_buffers_are_advised_for_huge_pages(monkeypatch) -> None:  # 
 
 
 def test_advise_hugepages_really_calls_madvise_on_linux() -> None:
-    if staging._madvise_fn is None:
+    if hostmem._madvise_fn is None:
         pytest.skip("no madvise on this platform")
     arr = np.empty(HUGEPAGE_MIN + 100, dtype=np.uint8)
-    staging.advise_hugepages(arr.ctypes.data, arr.nbytes)  # must not raise, whatever THP says
+    hostmem.advise_hugepages(arr.ctypes.data, arr.nbytes)  # must not raise, whatever THP says
     arr[:] = 1
     assert int(arr.sum()) == arr.nbytes
 
@@ -374,7 +376,7 @@ def test_a_small_read_is_one_copy_one_block_one_event(make_client, mode, monkeyp
     real_flush = server.streams.flush
     monkeypatch.setattr(server.streams, "flush", lambda s: flushes.append(real_flush(s)) or flushes[-1])
     advised: list[int] = []
-    monkeypatch.setattr(staging, "_madvise_fn", lambda a, n, advice: advised.append(n) or 0)
+    monkeypatch.setattr(hostmem, "_madvise_fn", lambda a, n, advice: advised.append(n) or 0)
     got = client.read_one(h)
     assert bytes(got) == np.arange(1024, dtype=np.uint32).view(np.uint8)[:1024].tobytes()
     ((dst, _, size, kind),) = calls
