@@ -41,6 +41,7 @@ class ComputeClient:
         self._single = server.stream_id(1) == server.stream_id(2)
         server.client = self
         self._profile = ProfileLog(server.config.profiling.level)
+        self._profiling = self._profile.enabled  # the level is fixed for the client's life
         self._default_mode = (
             _UNCHECKED if server.config.compilation.check_mode == "unchecked" else _CHECKED
         )
@@ -198,7 +199,7 @@ class ComputeClient:
             sid = 0 if self._single else _local.stack[-1]
         except AttributeError:
             sid = self._sid()
-        if self._profile.enabled:
+        if self._profiling:
             self._launch_profiled(kernel, count, buffers, scalars, self._default_mode, sid)
             return
         server = self._server
