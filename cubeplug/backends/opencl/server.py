@@ -252,8 +252,7 @@ class OpenCLServer(ComputeServer):
             if buffers:
                 last = prog.last_buffers
                 pages = self._pages
-                i = 0
-                for h in buffers:
+                for i, h in enumerate(buffers):
                     region = h._memory.storage  # type: ignore[union-attr]
                     offset = region.offset + h.start
                     # A region at the start of its page binds the page itself (storage.bind's rule).
@@ -264,7 +263,6 @@ class OpenCLServer(ComputeServer):
                     if mem is not last[i]:
                         last[i] = mem
                         prog.set_buffers((prog.buffer_slots[i], mem))
-                    i += 1
         except AttributeError:
             # Only unchecked launches get here with something that is not a live handle: say which.
             for h in buffers if dynamic is None else (*buffers, dynamic):
