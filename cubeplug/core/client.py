@@ -38,7 +38,7 @@ class ComputeClient:
         self._server = server
         self._lock = self._channel.lock
         #: Every thread maps to stream 0 (the "single" streaming policy).
-        self._single = server.stream_id(1) == server.stream_id(2)
+        self._single = server.config.streaming.policy == "single"
         server.client = self
         self._profile = ProfileLog(server.config.profiling.level)
         self._profiling = self._profile.enabled  # the level is fixed for the client's life

@@ -241,6 +241,8 @@ class ComputeServer(ABC):
         stream_id: int,
     ) -> None:
         """Validate (when checked), compile once, and queue a kernel launch."""
+        if not isinstance(kernel, Kernel):  # also keeps an unhashable value out of the dicts below
+            raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
         if mode is _CHECKED:
             plan = self.launch_plans.get(kernel)
             if plan is None:
@@ -256,8 +258,6 @@ class ComputeServer(ABC):
 
     def _plan(self, kernel: Kernel, mode: ExecutionMode) -> Plan:
         """Check a kernel against the device once, compile it, and make its launch plan."""
-        if not isinstance(kernel, Kernel):
-            raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
         dtypes = self.capabilities.dtypes
         for p in kernel.params:
             if p.dtype not in dtypes:

@@ -165,3 +165,12 @@ def test_a_server_with_plans_is_released_by_reference_counting() -> None:
         assert server() is None, "a plan must not hold its server in a reference cycle"
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("bad", [["not", "a", "kernel"], "kernel", None])
+def test_something_that_is_not_a_kernel_is_a_validation_error(cpu_client: ComputeClient, bad: Any) -> None:
+    x = cpu_client.create(np.arange(4, dtype=np.float32))
+    for launch in (cpu_client.launch, cpu_client.launch_unchecked):
+        with pytest.raises(ValidationError, match="launch takes a cubeplug.Kernel"):
+            launch(bad, 1, [x])
+    assert cpu_client.to_numpy(x, "f32").tolist() == [0, 1, 2, 3]

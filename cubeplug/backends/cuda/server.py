@@ -27,9 +27,6 @@ from cubeplug.backends.cuda.staging import (
     PinnedPool,
     StagedChunk,
     drain_chunks,
-    host_address,
-    host_buffer,
-    host_copy,
     plan_chunks,
 )
 from cubeplug.backends.cuda.storage import CudaStorage
@@ -38,6 +35,7 @@ from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
+from cubeplug.core.hostmem import host_address, host_buffer, host_copy
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.storage import MemoryProperties
@@ -214,20 +212,16 @@ class CudaServer(ComputeServer):
         program: CudaProgram = compiled.program
         ms = self.multistream
         state, analysis = ms.enter(stream_id, buffers)
-        try:
-            program.launch(state.stream, grid, pointers, scalars)
-        except CubeplugError:
-            raise
-        except Exception as e:
-            if guard.multi or guard.ready():
-                raise self._launch_error(program, grid, e) from e
-            guard()  # this thread's first CUDA call: make the device's context current, then retry
+        for attempt in (1, 2):
             try:
                 program.launch(state.stream, grid, pointers, scalars)
+                break
             except CubeplugError:
                 raise
-            except Exception as again:
-                raise self._launch_error(program, grid, again) from again
+            except Exception as e:
+                if attempt == 2 or guard.multi or guard.ready():
+                    raise self._launch_error(program, grid, e) from e
+                guard()  # this thread's first CUDA call: make the device's context current, retry
         if analysis is not None and analysis.pinned:
             ms.pin(analysis, state.stream)
 

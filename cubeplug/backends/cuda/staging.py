@@ -8,8 +8,8 @@ overwrites a buffer the device still reads. :class:`PinnedBuffer` is what ``rese
 users: a numpy array over pinned memory that goes back to the pool when its last view is dropped.
 The pool knows nothing of CUDA: the allocator and the events are passed in (tests use fakes).
 
-Reads come back as bytearrays that a copy fills whole, made by :func:`host_buffer` (uninitialised,
-advised for transparent huge pages when large) or :func:`host_copy`; :func:`plan_chunks` splits a
+Reads come back as bytearrays that a copy fills whole, made by ``core.hostmem``'s ``host_buffer``
+(uninitialised, advised for transparent huge pages when large) or ``host_copy``; :func:`plan_chunks` splits a
 staged read into chunks and :func:`drain_chunks` copies each chunk out once its copy completed.
 """
 
@@ -24,10 +24,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from cubeplug.core.hostmem import HUGEPAGE_MIN, host_address, host_buffer, host_copy
-
-#: Re-exported: staged reads build their results with these.
-__all__ = ["HUGEPAGE_MIN", "host_address", "host_buffer", "host_copy"]
+from cubeplug.core.hostmem import host_buffer, host_copy
 
 #: Smallest block handed out (a page).
 MIN_BLOCK = 4096

@@ -251,15 +251,11 @@ class OpenCLServer(ComputeServer):
                 size = (cx * lx, cy * ly, cz * lz)
             if buffers:
                 last = prog.last_buffers
-                pages = self._pages
+                bind = self._bind
                 for i, h in enumerate(buffers):
                     region = h._memory.storage  # type: ignore[union-attr]
-                    offset = region.offset + h.start
-                    # A region at the start of its page binds the page itself (storage.bind's rule).
-                    mem = (
-                        pages[region.id] if offset == 0
-                        else self._bind(region.id, offset, h.nbytes - h.start - h.end)
-                    )
+                    start = h.start
+                    mem = bind(region.id, region.offset + start, h.nbytes - start - h.end)
                     if mem is not last[i]:
                         last[i] = mem
                         prog.set_buffers((prog.buffer_slots[i], mem))

@@ -22,18 +22,15 @@ from cubeplug import DeviceLostError
 from cubeplug.backends.cuda import server as server_module
 from cubeplug.backends.cuda import staging
 from cubeplug.backends.cuda.staging import (
-    HUGEPAGE_MIN,
     MIN_BLOCK,
     Piece,
     PinnedBlock,
     StagedChunk,
     drain_chunks,
-    host_address,
-    host_buffer,
-    host_copy,
     plan_chunks,
 )
 from cubeplug.core import hostmem
+from cubeplug.core.hostmem import HUGEPAGE_MIN, host_address, host_buffer, host_copy
 from tests.backends.cuda.kernels import ADD_ONE
 
 

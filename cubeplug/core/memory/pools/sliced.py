@@ -102,19 +102,7 @@ class SlicedPool(LendingPool):
             s = bucket.pop()
             self._index_entries -= 1
             if s.free and s.size == padded:
-                # _take, inlined: this is the steady state of freeing and reserving one size.
-                s.free = False
-                page = s.page
-                page.used += 1
-                page.used_bytes += padded
-                storage = s.storage
-                if storage is None:
-                    storage = s.storage = page.handle.region(s.offset, padded)
-                token = SliceToken(storage)
-                ref = s.ref = SliceRef(token, self._on_free)
-                ref.slice = s
-                s.requested = size
-                return token
+                return self._take(s, size)
         return self._first_fit(size, padded)
 
     def alloc(self, size: int) -> SliceToken | None:
