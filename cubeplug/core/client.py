@@ -37,6 +37,8 @@ class ComputeClient:
         self._channel = DeviceHandle(server)
         self._server = server
         self._lock = self._channel.lock
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
         #: Every thread maps to stream 0 (the "single" streaming policy).
         self._single = server.config.streaming.policy == "single"
         server.client = self
@@ -88,8 +90,11 @@ class ComputeClient:
             sid = 0 if self._single else _local.stack[-1]
         except AttributeError:
             sid = self._sid()
-        with self._lock:
+        self._acquire()  # not ``with``: half the cost on the hot paths
+        try:
             return self._server.empty(nbytes, sid)
+        finally:
+            self._release()
 
     def create(self, data: Any) -> Handle:
         """A handle holding a copy of ``data`` (bytes-like or numpy array)."""

@@ -6,7 +6,9 @@ import contextlib
 import gc
 import logging
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from cubeplug.core.errors import BufferTooBig, OutOfMemoryError, ValidationError
 from cubeplug.core.memory.limit import MemoryLimit
@@ -23,6 +25,7 @@ log = logging.getLogger("cubeplug.memory")
 PERSISTENT_POLICIES = ("enabled", "disabled", "enforced")
 #: How many distinct sizes keep their routes cached.
 _ROUTE_CACHE = 4096
+_new = object.__new__
 
 
 class _PoolsFull(OutOfMemoryError):
@@ -81,6 +84,9 @@ class MemoryManagement:
         self._pools: list[MemoryPool] = [self._build(o) for o in options]
         self._persistent = PersistentPool(self._source, self.max_page_size)
         self._routes: dict[int, tuple[MemoryPool, ...]] = {}
+        #: Sizes served by exact reuse in a sliced pool: ``size -> SlicedPool.reuse_entry(size)``.
+        #: Filled only while no persistent memory is in play; emptied as soon as some is.
+        self._reuse: dict[int, tuple[deque[Any], int, Callable[[Any], object]]] = {}
         self._policy = persistent
         self._modes: list[AllocationMode] = []
         self._persistent_mode = persistent == "enforced"
@@ -99,24 +105,46 @@ class MemoryManagement:
         return ExclusivePool(self._source, options.max_slice_size, options.max_pages)
 
     # ------------------------------------------------------------------ reservations
-    def reserve(self, size: int) -> SliceToken:
-        """A token for ``size`` bytes (a validated non-negative int); BufferTooBig or OutOfMemoryError."""
+    def reserve(self, size: int, stream: int = -1) -> SliceToken:
+        """A token for ``size`` bytes (a validated non-negative int), last used by ``stream``;
+        BufferTooBig or OutOfMemoryError."""
         self.reservations += 1
         if self.reservations >= self._next_check:
             self._next_check = self.reservations + self._check_period
             for pool in self._pools:
                 pool.cleanup(False)
+        reuse = self._reuse.get(size)
+        if reuse is not None:
+            # The steady state: the slice a sliced pool got back first has this size's padded size,
+            # so it is lent again as it is (see SlicedPool.reuse_entry). Inlined: the hot path.
+            freed, padded, release = reuse
+            if freed:
+                record = freed[0]
+                if record.size == padded:
+                    freed.popleft()
+                    record.requested = size
+                    token = _new(SliceToken)
+                    token.storage = record.storage
+                    token.stream = stream
+                    token._record = record
+                    token._release = release
+                    return token
         if not self._persistent_mode and not self._persistent.count:
-            # The steady state: a size seen before, served by the first pool of its route.
             route = self._routes.get(size)
             if route is not None:
-                token = route[0].try_reserve(size)
-                if token is not None:
-                    return token
+                first = route[0]
+                lent = first.try_reserve(size)
+                if lent is not None:
+                    lent.stream = stream
+                    if reuse is None and type(first) is SlicedPool:
+                        self._reuse[size] = first.reuse_entry(size)
+                    return lent
         try:
-            return self._reserve_once(size)
+            token = self._reserve_once(size)
         except OutOfMemoryError as error:
-            return self._retry_after_oom(size, error)
+            token = self._retry_after_oom(size, error)
+        token.stream = stream
+        return token
 
     def _reserve_once(self, size: int) -> SliceToken:
         if self._persistent_mode:
@@ -144,6 +172,7 @@ class MemoryManagement:
             raise BufferTooBig(size, self.max_page_size)
         if len(self._routes) >= _ROUTE_CACHE:
             self._routes.clear()
+            self._reuse.clear()
         self._routes[size] = route
         return route
 
@@ -256,6 +285,8 @@ class MemoryManagement:
             self._persistent_mode = False
         else:
             self._persistent_mode = bool(self._modes) and self._modes[-1] is AllocationMode.PERSISTENT
+        if self._persistent_mode:
+            self._reuse.clear()
 
     # ------------------------------------------------------------------ cleanup and figures
     def cleanup(self, explicit: bool) -> int:

@@ -564,3 +564,92 @@ class MemoryMachine(RuleBasedStateMachine):
 
 MemoryMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 TestMemoryMachine = MemoryMachine.TestCase
+
+
+# ---------------------------------------------------------------------------------- exact reuse
+def test_the_slice_freed_first_is_lent_again_when_its_padded_size_fits(storage: FakeStorage) -> None:
+    mm = MemoryManagement(storage, props(4 * GiB))
+    for size in (1000, 1000, 1024, 1024):
+        mm.reserve(size)  # the second reservation of a size fills its exact-reuse entry
+    a, b, c = mm.reserve(1000), mm.reserve(1000), mm.reserve(1000)
+    first, second = b.storage, c.storage
+    del b, c
+    again = mm.reserve(1024, stream=3)  # the same padded size (alignment 256): lent again as it is
+    assert again.storage is first and again.stream == 3
+    assert mm.usage() == MemoryUsage(2, 1000 + 1024, 24, 16 * MiB)
+    other = mm.reserve(1000)
+    assert other.storage is second
+    check_no_overlap([a, again, other])
+    del a, again, other
+    assert mm.usage() == MemoryUsage(0, 0, 0, 16 * MiB)
+
+
+def test_a_freed_slice_of_another_size_takes_the_general_path(storage: FakeStorage) -> None:
+    mm = MemoryManagement(storage, props(4 * GiB))
+    for _ in range(2):
+        mm.reserve(4 * KiB)  # fills the exact-reuse entry of 4 KiB
+    mm.usage()  # takes the freed slices back
+    small, big = mm.reserve(KiB), mm.reserve(4 * KiB)
+    big_storage = big.storage
+    del small, big  # freed: [1 KiB slice, 4 KiB slice]; the first does not fit 4 KiB
+    again = mm.reserve(4 * KiB)
+    assert again.storage == big_storage, "the exact-size free slice is still found"
+    assert mm.usage().number_allocs == 1
+    check_no_overlap([again, mm.reserve(KiB)])
+
+
+def test_exact_reuse_stops_while_persistent_memory_is_in_play(storage: FakeStorage) -> None:
+    mm = MemoryManagement(storage, props(4 * GiB))
+    for _ in range(2):
+        mm.reserve(KiB)  # the cache now serves 1 KiB from the sliced pool
+    with mm.persistent():
+        kept = mm.reserve(KiB)
+    assert [r.kind for r in mm.report() if r.slices] == ["persistent"]
+    del kept  # a free persistent page of exactly 1 KiB now exists
+    again = mm.reserve(KiB)
+    assert [r.kind for r in mm.report() if r.slices] == ["persistent"], "persistent pages come first"
+    del again
+    mm.cleanup(explicit=True)  # no persistent page any more: the sliced pool serves again
+    token = mm.reserve(KiB)
+    assert [r.kind for r in mm.report() if r.slices] == ["sliced"]
+    del token
+
+
+def test_reservations_by_exact_reuse_still_count_for_the_idle_checks(storage: FakeStorage) -> None:
+    pools = [S(16 * KiB, 4 * KiB), E(4 * MiB)]
+    mm = MemoryManagement(storage, props(4 * GiB), pools=pools, dealloc_period=10)
+    big = mm.reserve(MiB)
+    del big  # a free exclusive page: five idle checks free it
+    for _ in range(8):
+        token = mm.reserve(KiB)
+        del token
+    assert mm.reservations == 9
+    assert [r.pages for r in mm.report()][:2] == [1, 1], "4 checks (at 2, 4, 6, 8): not yet freed"
+    mm.reserve(KiB)
+    assert [r.pages for r in mm.report()][:2] == [1, 0], "the 5th check (at 10) freed the idle page"
+
+
+def test_a_token_no_pool_lent_dies_quietly(recwarn: pytest.WarningsRecorder) -> None:
+    token = SliceToken(FakeStorage().alloc(256))
+    ref = weakref.ref(token)
+    del token
+    assert ref() is None and not recwarn.list
+
+
+def test_tokens_in_a_reference_cycle_come_back_at_the_next_collection(storage: FakeStorage) -> None:
+    mm = MemoryManagement(storage, props(4 * GiB))
+
+    class Holder:
+        token: SliceToken
+        me: object
+
+    gc.disable()
+    try:
+        h = Holder()
+        h.token, h.me = mm.reserve(KiB), h
+        del h
+        assert mm.usage().number_allocs == 1, "a cycle keeps the token until a collection"
+        gc.collect()
+        assert mm.usage().number_allocs == 0
+    finally:
+        gc.enable()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cubeplug.core.memory.pages import PageSource
 from cubeplug.core.memory.pools.lending import LendingPool
-from cubeplug.core.memory.slice_token import SliceRef, SliceToken
+from cubeplug.core.memory.slice_token import SliceToken, lend
 from cubeplug.core.memory.usage import PoolReport
 from cubeplug.core.storage import StorageHandle
 
@@ -17,13 +17,13 @@ IDLE_STRIKES = 5
 class _Page:
     """One storage allocation, lent whole to at most one token."""
 
-    __slots__ = ("handle", "idle", "padded", "ref", "requested", "size", "storage")
+    __slots__ = ("handle", "idle", "lent", "padded", "requested", "size", "storage")
 
     def __init__(self, handle: StorageHandle, size: int) -> None:
         self.handle = handle
         self.size = size
         self.idle = 0
-        self.ref: SliceRef | None = None
+        self.lent = False
         self.requested = 0
         self.padded = 0
         self.storage: StorageHandle | None = None
@@ -105,10 +105,8 @@ class ExclusivePool(LendingPool):
         storage = page.storage
         if storage is None or page.padded != padded:
             storage = page.storage = page.handle.region(0, padded)
-        token = SliceToken(storage)
-        ref = SliceRef(token, self._on_free)
-        ref.slice = page
-        page.ref = ref
+        token = lend(storage, page, self._on_free)
+        page.lent = True
         page.requested = size
         page.padded = padded
         page.idle = 0
@@ -121,11 +119,10 @@ class ExclusivePool(LendingPool):
         """Mark free the pages whose tokens died."""
         freed = self._freed
         while freed:
-            ref = freed.popleft()
-            page = ref.slice
-            if page.ref is not ref:
+            page = freed.popleft()
+            if not page.lent:  # never expected: a record is queued once per token
                 continue
-            page.ref = None
+            page.lent = False
             self._live -= 1
             self._in_use -= page.requested
             self._padding -= page.padded - page.requested
@@ -138,7 +135,7 @@ class ExclusivePool(LendingPool):
         freed = 0
         keep: list[_Page] = []
         for page in self._pages:
-            if page.ref is not None:
+            if page.lent:
                 page.idle = 0
                 keep.append(page)
                 continue
@@ -151,7 +148,7 @@ class ExclusivePool(LendingPool):
             freed += page.size
         if freed:
             self._pages = keep
-            self._free = [p for p in keep if p.ref is None]
+            self._free = [p for p in keep if not p.lent]
             self._reserved -= freed
         return freed
 
@@ -168,4 +165,4 @@ class ExclusivePool(LendingPool):
         """Each page as (size, lent, idle strikes), in allocation order (for tests and debugging)."""
         if self._freed:
             self._drain()
-        return [(p.size, p.ref is not None, p.idle) for p in self._pages]
+        return [(p.size, p.lent, p.idle) for p in self._pages]

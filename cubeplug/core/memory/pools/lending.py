@@ -1,19 +1,19 @@
-"""What every pool shares: the queue of freed tokens and the usage figures kept up to date."""
+"""What every pool shares: the queue of freed records and the usage figures kept up to date."""
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
-from cubeplug.core.memory.slice_token import SliceRef
 from cubeplug.core.memory.usage import MemoryUsage
 
 
 class LendingPool:
-    """Counters of lent memory, and the deque that weak-reference callbacks append freed tokens to."""
+    """Counters of lent memory, and the deque that dying tokens append their pool records to."""
 
     def __init__(self) -> None:
-        self._freed: deque[SliceRef] = deque()
-        #: The weak-reference callback: one ``deque.append``, safe from any thread.
+        self._freed: deque[Any] = deque()
+        #: What a token's finalizer calls: one ``deque.append``, safe from any thread.
         self._on_free = self._freed.append
         self._live = 0
         self._in_use = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cubeplug.core.memory.pages import PageSource
 from cubeplug.core.memory.pools.lending import LendingPool
-from cubeplug.core.memory.slice_token import SliceRef, SliceToken
+from cubeplug.core.memory.slice_token import SliceToken, lend
 from cubeplug.core.memory.usage import PoolReport
 from cubeplug.core.storage import StorageHandle
 
@@ -12,13 +12,13 @@ from cubeplug.core.storage import StorageHandle
 class _Page:
     """One storage allocation of an exact (padded) size, lent to at most one token."""
 
-    __slots__ = ("handle", "padded", "ref", "requested", "size", "storage")
+    __slots__ = ("handle", "lent", "padded", "requested", "size", "storage")
 
     def __init__(self, handle: StorageHandle, size: int, padded: int) -> None:
         self.handle = handle
         self.size = size
         self.padded = padded
-        self.ref: SliceRef | None = None
+        self.lent = False
         self.requested = 0
         self.storage = handle.region(0, padded)
 
@@ -69,10 +69,8 @@ class PersistentPool(LendingPool):
         return self._take(page, size)
 
     def _take(self, page: _Page, size: int) -> SliceToken:
-        token = SliceToken(page.storage)
-        ref = SliceRef(token, self._on_free)
-        ref.slice = page
-        page.ref = ref
+        token = lend(page.storage, page, self._on_free)
+        page.lent = True
         page.requested = size
         self._live += 1
         self._in_use += size
@@ -83,11 +81,10 @@ class PersistentPool(LendingPool):
         """Put back in their bucket the pages whose tokens died."""
         freed = self._freed
         while freed:
-            ref = freed.popleft()
-            page = ref.slice
-            if page.ref is not ref:
+            page = freed.popleft()
+            if not page.lent:  # never expected: a record is queued once per token
                 continue
-            page.ref = None
+            page.lent = False
             self._live -= 1
             self._in_use -= page.requested
             self._padding -= page.padded - page.requested
@@ -110,7 +107,7 @@ class PersistentPool(LendingPool):
                 freed += page.size
         if freed:
             self._free = {}
-            self._pages = [p for p in self._pages if p.ref is not None]
+            self._pages = [p for p in self._pages if p.lent]
             self.count = len(self._pages)
             self._reserved -= freed
         return freed

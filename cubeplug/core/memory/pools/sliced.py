@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+
 from cubeplug.core.memory.pages import PageSource
 from cubeplug.core.memory.pools.lending import LendingPool
-from cubeplug.core.memory.slice_token import SliceRef, SliceToken
+from cubeplug.core.memory.slice_token import SliceToken, lend
 from cubeplug.core.memory.usage import MemoryUsage, PoolReport
 from cubeplug.core.storage import StorageHandle
 
@@ -25,7 +28,7 @@ class _Page:
 class _Slice:
     """A region of a page, free or lent; ``next`` is the slice that follows it in the page."""
 
-    __slots__ = ("free", "next", "offset", "page", "ref", "requested", "size", "storage")
+    __slots__ = ("free", "next", "offset", "page", "requested", "size", "storage")
 
     def __init__(self, page: _Page, offset: int, size: int, next: _Slice | None = None) -> None:
         self.page = page
@@ -33,7 +36,6 @@ class _Slice:
         self.size = size
         self.next = next
         self.free = True
-        self.ref: SliceRef | None = None
         self.requested = 0
         #: The StorageHandle of this region, kept while offset and size stay the same.
         self.storage: StorageHandle | None = None
@@ -44,12 +46,13 @@ class SlicedPool(LendingPool):
 
     The usage figures are counted over the pages when asked for, so that lending and freeing a
     slice only touch the slice and its page. A reservation first reuses a freed slice of exactly its
-    padded size (the most recently freed
-    one still intact), so that the steady state of freeing and reserving one size costs O(1);
-    otherwise it takes the first free slice that fits, over pages in the order they were allocated
-    and offsets in a page, coalescing adjacent free slices as it goes, and splits off the aligned
-    remainder. Pages are returned to the storage only by an explicit cleanup, and only when no
-    slice of them is lent.
+    padded size (the most recently freed one still intact), so that the steady state of freeing
+    and reserving one size costs O(1); memory management goes one step further and lends the
+    slice freed first again without a call when its size fits (:meth:`reuse_entry`). Otherwise it
+    takes the first free slice that fits, over pages in the order they were allocated and offsets
+    in a page, coalescing adjacent free slices as it goes, and splits off the aligned remainder.
+    Pages are returned to the storage only by an explicit cleanup, and only when no slice of them
+    is lent.
     """
 
     kind = "sliced"
@@ -82,20 +85,7 @@ class SlicedPool(LendingPool):
         """A slice of a page the pool holds: an exact-size free slice, else the first that fits."""
         a = self._align
         padded = -(-size // a) * a or a
-        freed = self._freed
-        if freed:
-            ref = freed[0]
-            s = ref.slice
-            if s.size == padded and s.ref is ref:
-                # The slice freed first fits exactly: lend it again as it is, without marking it free
-                # in between (its page's counters stay right). Callbacks only append on the right, so
-                # the left end is still ``ref``.
-                freed.popleft()
-                token = SliceToken(s.storage)
-                ref = s.ref = SliceRef(token, self._on_free)
-                ref.slice = s
-                s.requested = size
-                return token
+        if self._freed:
             self._drain()
         bucket = self._free_sizes.get(padded)
         while bucket:
@@ -104,6 +94,19 @@ class SlicedPool(LendingPool):
             if s.free and s.size == padded:
                 return self._take(s, size)
         return self._first_fit(size, padded)
+
+    def reuse_entry(self, size: int) -> tuple[deque[_Slice], int, Callable[[_Slice], object]]:
+        """What memory management needs to lend a slice of ``size`` bytes again without a call.
+
+        ``(freed, padded, release)``: when the record at the left of ``freed`` (the slice whose
+        token died first) has ``size == padded``, taking it off the deque, setting its
+        ``requested`` to the size and lending its ``storage`` in a token released by ``release``
+        is exactly what :meth:`try_reserve` would do, less the bookkeeping of marking the slice
+        free and taking it again. Tokens only append on the right, so the left end is stable
+        under the owner's lock.
+        """
+        a = self._align
+        return self._freed, -(-size // a) * a or a, self._on_free
 
     def alloc(self, size: int) -> SliceToken | None:
         """A slice at the start of a new page; None when ``max_pages`` pages exist already."""
@@ -129,11 +132,8 @@ class SlicedPool(LendingPool):
         storage = s.storage
         if storage is None:
             storage = s.storage = page.handle.region(s.offset, s.size)
-        token = SliceToken(storage)
-        ref = s.ref = SliceRef(token, self._on_free)
-        ref.slice = s
         s.requested = size
-        return token
+        return lend(storage, s, self._on_free)
 
     def _split(self, s: _Slice, size: int) -> None:
         s.next = _Slice(s.page, s.offset + size, s.size - size, s.next)
@@ -172,11 +172,9 @@ class SlicedPool(LendingPool):
         freed = self._freed
         free_sizes = self._free_sizes
         while freed:
-            ref = freed.popleft()
-            s = ref.slice
-            if s.ref is not ref:
+            s = freed.popleft()
+            if s.free:  # never expected: a record is queued once per token
                 continue
-            s.ref = None
             s.free = True
             page = s.page
             page.used -= 1
