@@ -204,19 +204,18 @@ class ComputeClient:
             sid = 0 if self._single else _local.stack[-1]
         except AttributeError:
             sid = self._sid()
-        if self._profiling:
-            self._launch_profiled(kernel, count, buffers, scalars, self._default_mode, sid)
+        try:
+            plan = self._plans.get(kernel)  # an atomic read: the server fills the dict under the lock
+        except TypeError:  # not hashable, so not a Kernel: server.launch says so
+            plan = None
+        if plan is None or self._profiling:
+            self._launch(kernel, count, buffers, scalars, self._default_mode, sid)
             return
-        server = self._server
-        with self._lock:
-            try:
-                plan = self._plans.get(kernel)
-            except TypeError:  # not hashable, so not a Kernel: server.launch says so
-                plan = None
-            if plan is not None:  # the kernel's generated checked launch (see core/plans.py)
-                plan(server, count, buffers, scalars, sid)
-            else:
-                server.launch(kernel, count, buffers, scalars, self._default_mode, sid)
+        self._acquire()  # not ``with``: half the cost on the hot paths
+        try:  # the kernel's generated checked launch (see core/plans.py)
+            plan(self._server, count, buffers, scalars, sid)
+        finally:
+            self._release()
 
     def launch_unchecked(
         self,
@@ -232,8 +231,30 @@ class ComputeClient:
             sid = 0 if self._single else _local.stack[-1]
         except AttributeError:
             sid = self._sid()
-        with self._lock:
+        if self._profiling:
+            self._launch_profiled(kernel, count, buffers, scalars, _UNCHECKED, sid)
+            return
+        self._acquire()
+        try:
             self._server.launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
+        finally:
+            self._release()
+
+    def _launch(
+        self,
+        kernel: Kernel,
+        count: CubeCount,
+        buffers: Sequence[Handle],
+        scalars: Sequence[Any],
+        mode: ExecutionMode,
+        sid: int,
+    ) -> None:
+        """A launch with no plan yet (the first checked one, every unchecked one) or profiled."""
+        if self._profiling:
+            self._launch_profiled(kernel, count, buffers, scalars, mode, sid)
+            return
+        with self._lock:
+            self._server.launch(kernel, count, buffers, scalars, mode, sid)
 
     def _launch_profiled(
         self,

@@ -91,6 +91,8 @@ class OpenCLProgram:
     last_buffers: list[Any] = field(default_factory=list)
     #: ``[slot, code, value, ...]`` for the scalars: values are filled in on each launch.
     scalar_args: list[Any] = field(default_factory=list)
+    #: The scalar values set by the previous launch, as a tuple (None: set them on the next one).
+    last_scalars: tuple[Any, ...] | None = None
     build_seconds: float = 0.0
     #: ``set_buffers((slot, buffer, ...))`` and ``set_scalars((slot, code, value, ...))``: PyOpenCL's
     #: multi-argument setters where it has them (much cheaper than ``set_arg``), else a loop.
@@ -98,8 +100,9 @@ class OpenCLProgram:
     set_scalars: Any = None
 
     def forget_bindings(self) -> None:
-        """Forget the buffers bound last (they are bound again on the next launch)."""
+        """Forget the arguments set last (they are all set again on the next launch)."""
         self.last_buffers[:] = [None] * len(self.last_buffers)
+        self.last_scalars = None
 
 
 # Built programs by (device, source, options): shared by every client of a device.

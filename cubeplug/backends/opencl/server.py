@@ -234,7 +234,7 @@ class OpenCLServer(ComputeServer):
         buffers: Sequence[Handle],
         scalars: Sequence[Any],
     ) -> None:
-        """Bind the buffers that changed since the kernel's last launch, set the scalars, enqueue."""
+        """Bind the buffers and set the scalars that changed since the kernel's last launch, enqueue."""
         prog: OpenCLProgram = compiled.program
         dynamic = count.handle
         ms = self.multistream
@@ -265,10 +265,16 @@ class OpenCLServer(ComputeServer):
                 self.check_handle(h)
             raise
         if scalars:
-            args = prog.scalar_args
+            # Arguments stay set on a kernel between enqueues: values equal to the last launch's are
+            # not set again, unless one is zero (0.0 == -0.0, but their bits differ).
             try:
-                args[2::3] = scalars
-                prog.set_scalars(tuple(args))
+                values = tuple(scalars)
+                if values != prog.last_scalars or 0 in values:
+                    args = prog.scalar_args
+                    args[2::3] = values
+                    prog.last_scalars = None
+                    prog.set_scalars(tuple(args))
+                    prog.last_scalars = values
             except (ValueError, TypeError, RuntimeError, struct.error) as e:  # unchecked launches only
                 raise ValidationError(f"kernel {prog.name!r} scalars {list(scalars)!r}: {e}") from e
         try:

@@ -54,3 +54,45 @@ def test_an_unchecked_scalar_of_the_wrong_kind_is_a_validation_error() -> None:
         assert client.to_numpy(out, "i64").tolist() == EXPECTED
     finally:
         client.close()
+
+
+RECIP = Kernel(
+    "recip",
+    [Buffer("out", "f32"), Scalar("a", "f32"), Scalar("i", "u32")],
+    {"c": "KERNEL recip(GLOBAL float* out, float a, unsigned int i) { out[i] = 1.0f / a; }"},
+)
+
+
+def test_scalars_equal_to_the_last_launch_are_kept_and_changes_reach_the_kernel() -> None:
+    client = make_client()
+    try:
+        out = client.create(np.zeros(4, np.float32))
+        args = [2.0, 0]
+        client.launch(RECIP, 1, [out], args)
+        prog = client.server._checked_kernels[RECIP].program
+        assert prog.last_scalars == (2.0, 0)
+        args[0] = 4.0  # the caller's list changes after the launch: the next launch sees the change
+        client.launch(RECIP, 1, [out], (4.0, 1))
+        client.launch(RECIP, 1, [out], [4.0, 1])  # equal values: not set again
+        client.launch(RECIP, 1, [out], [*args[:1], 2])
+        client.launch(RECIP, 1, [out], [0.0, 3])
+        assert client.to_numpy(out, "f32").tolist() == [0.5, 0.25, 0.25, np.inf]
+        client.launch(RECIP, 1, [out], [-0.0, 3])  # equal to 0.0, other bits: set again
+        assert client.to_numpy(out, "f32").tolist()[3] == -np.inf
+        client.launch(RECIP, 1, [out], [0.0, 3])
+        assert client.to_numpy(out, "f32").tolist()[3] == np.inf
+    finally:
+        client.close()
+
+
+def test_after_a_failed_scalar_set_the_next_launch_gets_its_own_values() -> None:
+    client = make_client()
+    try:
+        out = client.create(np.zeros(4, np.float32))
+        client.launch(RECIP, 1, [out], [2.0, 1])
+        with pytest.raises(ValidationError, match="kernel .recip. scalars"):
+            client.launch_unchecked(RECIP, 1, [out], [8.0, -1])  # -1 does not pack as u32
+        client.launch(RECIP, 1, [out], [2.0, 1])  # the values of the launch before: set again
+        assert client.to_numpy(out, "f32").tolist() == [0.0, 0.5, 0.0, 0.0]
+    finally:
+        client.close()
