@@ -8,11 +8,19 @@ the params unrolled, the constants inlined, one test per argument, and calls the
 ``execute`` itself. It accepts only the plain case (Handles, Python ints and floats in range, a
 static count); anything else, including every error, goes to the general path, which gives the
 precise message or converts the value (numpy scalars, integral floats).
+
+A backend may also hand the plan its queueing as source (:class:`QueueCode`, from
+``ComputeServer.queue_code``): the plan then takes the streams' common case inline too (every
+buffer allocated and last used by streams of the launching stream's slot: no wait, no pin, as
+:meth:`MultiStream.enter <cubeplug.core.stream.MultiStream.enter>` would find) and runs the
+backend's lines on the native stream, so that a launch is a single Python frame below the client.
+Any other case calls the server's ``execute``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cubeplug.core.handle import Handle
@@ -22,7 +30,31 @@ from cubeplug.core.kernel import Kernel
 Plan = Callable[[Any, Any, Sequence[Any], Sequence[Any], int], None]
 
 
-def make_plan(kernel: Kernel, compiled: Any, alignment: int, general: Callable[..., None]) -> Plan:
+@dataclass
+class QueueCode:
+    """A backend's launch of one kernel as source lines, for the plan to inline.
+
+    The lines run once the arguments passed the checks and the streams' common case holds. They
+    see the plan's names: ``owner`` (the server), ``count`` (a static CubeCount with no zero),
+    ``buffers`` and ``scalars`` as given, ``b0, b1, ...`` (the buffer Handles), ``t0, t1, ...``
+    (their slice tokens), ``s0, s1, ...`` (the scalar values, checked), ``sid`` and ``stream`` (the
+    native stream of ``sid``'s slot, whose cursor was already advanced), plus ``namespace``.
+    """
+
+    lines: Sequence[str]
+    #: Names the lines use besides the plan's own (never the server: no reference cycle).
+    namespace: dict[str, Any] = field(default_factory=dict)
+    #: The server's MultiStream: its stream states by slot (``streams._slots``) and slot count.
+    multistream: Any = None
+
+
+def make_plan(
+    kernel: Kernel,
+    compiled: Any,
+    alignment: int,
+    general: Callable[..., None],
+    queue: QueueCode | None = None,
+) -> Plan:
     """The checked launch of ``kernel`` (already ``compiled``) on a server whose offsets align to
     ``alignment``.
 
@@ -59,8 +91,29 @@ def make_plan(kernel: Kernel, compiled: Any, alignment: int, general: Callable[.
         lines.append(f"    if scalars: {slow}")
     lines.append(f"    if not ({' and '.join(tests)}): {slow}")
     lines.append("    if count.x and count.y and count.z:")
-    lines.append("        owner.execute(sid, compiled, count, buffers, scalars)")
+    execute = "owner.execute(sid, compiled, count, buffers, scalars)"
     namespace: dict[str, Any] = {"Handle": Handle, "kernel": kernel, "compiled": compiled, "general": general}
+    if queue is None:
+        lines.append(f"        {execute}")
+    else:
+        ms = queue.multistream
+        namespace.update(queue.namespace)
+        namespace["slots"] = ms.streams._slots
+        m = ms.max_streams
+        toks = [f"t{i}" for i in range(len(bufs))]
+        lines.append(f"        index = sid % {m}")
+        lines.append("        state = slots[index]")
+        common = ["state is not None"]
+        for b, t in zip(bufs, toks, strict=True):
+            lines.append(f"        {t} = {b}._memory")
+            lines.append(f"        l{t} = {t}.stream")
+            common.append(f"{b}.stream % {m} == index and (l{t} < 0 or l{t} % {m} == index)")
+        lines.append(f"        if not ({' and '.join(common)}):")
+        lines.append(f"            return {execute}")
+        lines.extend(f"        {t}.stream = sid" for t in toks)
+        lines.append("        state.cursor += 1")
+        lines.append("        stream = state.stream")
+        lines.extend(f"        {line}" for line in queue.lines)
     source = "\n".join(lines)
     exec(compile(source, f"<cubeplug launch plan of {kernel.name}>", "exec"), namespace)
     plan: Plan = namespace.pop("plan")  # not left in its own globals: no reference cycle

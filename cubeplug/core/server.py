@@ -27,7 +27,7 @@ from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
 from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import AllocationMode, MemoryLimit, MemoryManagement, MemoryUsage, PoolReport
-from cubeplug.core.plans import Plan, make_plan
+from cubeplug.core.plans import Plan, QueueCode, make_plan
 from cubeplug.core.profile import ProfileDuration, ProfileToken
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
 from cubeplug.core.stream import StreamPool
@@ -280,9 +280,14 @@ class ComputeServer(ABC):
         compiled = self._compile(kernel, mode)
         self._checked_kernels[kernel] = compiled
         plan = self.launch_plans[kernel] = make_plan(
-            kernel, compiled, self._align, ComputeServer._launch_general
+            kernel, compiled, self._align, ComputeServer._launch_general, self.queue_code(kernel, compiled)
         )
         return plan
+
+    def queue_code(self, kernel: Kernel, compiled: Compiled) -> QueueCode | None:
+        """The backend's launch of ``kernel`` as source for the checked plan to inline
+        (:class:`~cubeplug.core.plans.QueueCode`); None, the default: the plan calls :meth:`execute`."""
+        return None
 
     def _launch_general(
         self,

@@ -11,7 +11,9 @@ from cubeplug import Buffer, CubeCount, Kernel, Scalar
 from cubeplug.core.client import ComputeClient
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.kernel import ExecutionMode
-from cubeplug.core.plans import make_plan
+from cubeplug.core.plans import QueueCode, make_plan
+from cubeplug.core.stream import MultiStream
+from tests.core.test_stream import RecordingBackend
 
 K = Kernel(
     "k",
@@ -174,3 +176,54 @@ def test_something_that_is_not_a_kernel_is_a_validation_error(cpu_client: Comput
         with pytest.raises(ValidationError, match="launch takes a cubeplug.Kernel"):
             launch(bad, 1, [x])
     assert cpu_client.to_numpy(x, "f32").tolist() == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------------------------- queue code
+P = Kernel("p", [Buffer("x", "f32"), Scalar("a", "f32"), Scalar("n", "u32")], {"python": lambda *a: None})
+
+
+def inline_plan(
+    client: ComputeClient, ran: list[Any], max_streams: int = 4
+) -> tuple[Any, MultiStream[Any, Any]]:
+    """A plan of ``P`` whose backend lines record what they see, over a MultiStream of recording streams."""
+    ms: MultiStream[Any, Any] = MultiStream(RecordingBackend(), max_streams)
+    code = QueueCode(["ran.append((stream, b0, t0, s0, s1, count))"], {"ran": ran}, ms)
+    compiled = client.server._compile(P, ExecutionMode.CHECKED)
+    return make_plan(P, compiled, 1, Recorder(), code), ms
+
+
+def test_queue_code_runs_inline_when_the_buffers_are_of_the_launching_streams_slot(
+    cpu_client: ComputeClient, queued: list[tuple[Any, ...]]
+) -> None:
+    ran: list[Any] = []
+    plan, ms = inline_plan(cpu_client, ran)
+    x = cpu_client.empty(16)
+    sid = x.stream
+    state, _ = ms.enter(sid)  # the slot's stream exists once something ran on it
+    cursor = state.cursor
+    count = CubeCount(3)
+    plan(cpu_client.server, count, [x], [1.5, 7], sid + 4)  # another stream of the same slot
+    assert ran == [(state.stream, x, x._memory, 1.5, 7, count)] and not queued
+    assert x._memory.stream == sid + 4, "the memory's last stream is recorded, as enter() does"
+    assert state.cursor == cursor + 1
+    plan(cpu_client.server, CubeCount(0), [x], [1.5, 7], sid)
+    assert len(ran) == 1 and state.cursor == cursor + 1, "an empty count queues nothing"
+
+
+def test_any_other_stream_case_goes_through_execute(
+    cpu_client: ComputeClient, queued: list[tuple[Any, ...]]
+) -> None:
+    ran: list[Any] = []
+    plan, ms = inline_plan(cpu_client, ran)
+    x = cpu_client.empty(16)
+    sid = x.stream
+    server = cpu_client.server
+    plan(server, CubeCount(1), [x], [1.0, 1], sid)  # no stream state for the slot yet
+    ms.enter(sid)
+    ms.enter(sid + 1)
+    plan(server, CubeCount(1), [x], [1.0, 1], sid + 1)  # memory of another slot: a pin, maybe a wait
+    x._memory.stream = sid + 1
+    plan(server, CubeCount(1), [x], [1.0, 1], sid)  # last used by another slot: maybe a wait
+    assert not ran
+    assert [(call[0], call[3]) for call in queued] == [(sid, [x]), (sid + 1, [x]), (sid, [x])]
+    assert x._memory.stream == sid + 1, "execute (here a recorder) is left to record the stream"

@@ -136,6 +136,19 @@ class DriverLauncher:
         self._slots = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
         self._params = ctypes.addressof(self._slots) if layout.nargs else 0
 
+    def inline_parts(self) -> dict[str, Any] | None:
+        """What a launch plan needs to pack and launch inline (CuPy's binding only), else None.
+
+        ``pack(*values)`` packs the declared-order values into the block; ``launch_kernel(function,
+        gx, gy, gz, bx, by, bz, 0, stream_ptr, params, 0)`` is ``cuLaunchKernel``.
+        """
+        if self._cupy_launch is None:
+            return None
+        return {
+            "pack": self._pack_into, "launch_kernel": self._cupy_launch,
+            "function": self._f, "params": self._params,
+        }
+
     @property
     def binding(self) -> str:
         """Which binding calls the driver: "cupy" or "cuda-python"."""

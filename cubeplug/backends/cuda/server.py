@@ -36,7 +36,8 @@ from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
 from cubeplug.core.hostmem import host_address, host_buffer, host_copy
-from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.kernel import DTYPES, Buffer, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.plans import QueueCode
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.storage import MemoryProperties
 from cubeplug.core.stream import MultiStream, current_stream_id
@@ -212,18 +213,68 @@ class CudaServer(ComputeServer):
         program: CudaProgram = compiled.program
         ms = self.multistream
         state, analysis = ms.enter(stream_id, buffers)
-        for attempt in (1, 2):
-            try:
-                program.launch(state.stream, grid, pointers, scalars)
-                break
-            except CubeplugError:
-                raise
-            except Exception as e:
-                if attempt == 2 or guard.multi or guard.ready():
-                    raise self._launch_error(program, grid, e) from e
-                guard()  # this thread's first CUDA call: make the device's context current, retry
+        try:
+            program.launch(state.stream, grid, pointers, scalars)
+        except Exception as e:
+            self._relaunch(program, state.stream, grid, pointers, scalars, e)
         if analysis is not None and analysis.pinned:
             ms.pin(analysis, state.stream)
+
+    def _relaunch(
+        self,
+        program: CudaProgram,
+        stream: CudaStream,
+        grid: tuple[int, int, int],
+        pointers: list[int],
+        scalars: Sequence[Any],
+        error: Exception,
+    ) -> None:
+        """A launch failed: in a thread that never made the one device current, make it current and
+        launch again; otherwise (or if that fails too) raise the mapped error."""
+        if isinstance(error, CubeplugError):
+            raise error
+        guard = self.guard
+        if guard.multi or guard.ready():
+            raise self._launch_error(program, grid, error) from error
+        guard()  # this thread's first CUDA call: make the device's context current, retry
+        try:
+            program.launch(stream, grid, pointers, scalars)
+        except CubeplugError:
+            raise
+        except Exception as e:
+            raise self._launch_error(program, grid, e) from e
+
+    def queue_code(self, kernel: Kernel, compiled: Compiled) -> QueueCode | None:
+        """:meth:`execute`'s pointers, packing and ``cuLaunchKernel`` as source, for the kernel's
+        checked plan; None with several devices (the guard runs before every launch there) or
+        without CuPy's driver binding."""
+        program: CudaProgram = compiled.program
+        inline = getattr(program.launch, "inline_parts", None)
+        parts = None if inline is None or self.guard.multi else inline()
+        if parts is None:
+            return None
+        nbuf = len(kernel.buffer_params)
+        lines: list[str] = []
+        for i in range(nbuf):
+            lines += [f"r{i} = t{i}.storage", f"p{i} = ptrs[r{i}.id] + r{i}.offset + b{i}.start"]
+        values: list[str] = []
+        counts = [0, 0]
+        for p in kernel.params:
+            is_buffer = isinstance(p, Buffer)
+            values.append(f"{'p' if is_buffer else 's'}{counts[not is_buffer]}")
+            counts[not is_buffer] += 1
+        bx, by, bz = program.block
+        pointers = ", ".join(f"p{i}" for i in range(nbuf))
+        if values:
+            lines.append(f"pack({', '.join(values)})")
+        lines += [
+            "try:",
+            f"    launch_kernel(function, count.x, count.y, count.z, {bx}, {by}, {bz}, 0, stream.ptr, "
+            "params, 0)",
+            "except Exception as e:",
+            f"    owner._relaunch(program, stream, (count.x, count.y, count.z), [{pointers}], scalars, e)",
+        ]
+        return QueueCode(lines, {"ptrs": self._ptrs, "program": program, **parts}, self.multistream)
 
     def _launch_error(
         self, program: CudaProgram, grid: tuple[int, int, int], error: Exception

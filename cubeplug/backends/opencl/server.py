@@ -39,6 +39,7 @@ from cubeplug.core.errors import LaunchError, ValidationError
 from cubeplug.core.handle import Handle
 from cubeplug.core.hostmem import host_buffer, host_copy
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
+from cubeplug.core.plans import QueueCode
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.stream import MultiStream
 
@@ -284,6 +285,46 @@ class OpenCLServer(ComputeServer):
             raise self._launch_error(prog, size, e) from e
         if analysis is not None and analysis.pinned:
             ms.pin(analysis, queue)
+
+    def queue_code(self, kernel: Kernel, compiled: Compiled) -> QueueCode:
+        """:meth:`execute`'s binding, scalars and enqueue as source, for the kernel's checked plan."""
+        prog: OpenCLProgram = compiled.program
+        lines: list[str] = []
+        for i, slot in enumerate(prog.buffer_slots):
+            lines += [  # a region at a page's start binds the page itself (see OpenCLStorage.bind)
+                f"r{i} = t{i}.storage",
+                f"o{i} = r{i}.offset + b{i}.start",
+                f"m{i} = pages[r{i}.id] if not o{i} else "
+                f"bind(r{i}.id, o{i}, b{i}.nbytes - b{i}.start - b{i}.end)",
+                f"if m{i} is not last[{i}]:",
+                f"    last[{i}] = m{i}",
+                f"    set_buffers(({slot}, m{i}))",
+            ]
+        if kernel.scalar_params:
+            names = [f"s{j}" for j in range(len(kernel.scalar_params))]
+            lines += [  # as in execute: not set again when equal to the last launch's, unless zero
+                f"values = ({', '.join(names)},)",
+                "if values != prog.last_scalars or 0 in values:",
+                "    args[2::3] = values",
+                "    prog.last_scalars = None",
+                "    set_scalars(tuple(args))",
+                "    prog.last_scalars = values",
+            ]
+        lx, ly, lz = prog.local
+        lines += [
+            f"size = (count.x * {lx}, count.y * {ly}, count.z * {lz})",
+            "try:",
+            f"    owner._enqueue(stream, cl_kernel, size, {prog.local!r})",
+            "except Error as e:",
+            "    prog.forget_bindings()",
+            "    raise owner._launch_error(prog, size, e) from e",
+        ]
+        namespace = {
+            "pages": self._pages, "bind": self._bind, "prog": prog, "last": prog.last_buffers,
+            "set_buffers": prog.set_buffers, "args": prog.scalar_args, "set_scalars": prog.set_scalars,
+            "cl_kernel": prog.kernel, "Error": self._cl.Error,
+        }
+        return QueueCode(lines, namespace, self.multistream)
 
     def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
         from cubeplug.backends.opencl.storage import _code_name

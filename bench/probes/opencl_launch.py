@@ -1,0 +1,82 @@
+"""Where an OpenCL launch spends its time, interleaved in one process (paired rounds).
+
+    python3 bench/probes/opencl_launch.py [selector]     (default: CUBEPLUG_TEST_OPENCL or opencl:0)
+
+Compares raw enqueues of 1-D and 3-D sizes, on the client's kernel object and on a fresh one,
+with ``client.launch`` and with ``client.launch`` whose enqueue is a no-op (pure Python cost).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from bench_opencl import TINY, make_client
+
+import cubeplug
+from cubeplug import CubeCount
+
+sel = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CUBEPLUG_TEST_OPENCL", "opencl:0")
+client = make_client(sel)
+server = client.server
+x = client.create(np.zeros(64, np.float32))
+client.launch(TINY, 1, [x], [1.0, 64])
+client.sync()
+sid = server.stream_id(cubeplug.core.stream.current_stream_id())
+queue = server.multistream.streams.get(sid).stream
+prog = server._checked_kernels[TINY].program
+import pyopencl as cl  # noqa: E402
+
+raw = cl.Kernel(prog.kernel.program, "tiny")
+raw.set_args(server.bound_buffer(x), np.float32(1.0), np.uint32(64))
+enq = cl.enqueue_nd_range_kernel
+count = CubeCount(1)
+launch = client.launch
+k = prog.kernel
+
+
+def raw1(n: int) -> None:
+    for _ in range(n):
+        enq(queue, raw, (64,), (64,))
+
+
+def raw3(n: int) -> None:
+    for _ in range(n):
+        enq(queue, raw, (64, 1, 1), (64, 1, 1))
+
+
+def ours_kernel3(n: int) -> None:
+    for _ in range(n):
+        enq(queue, k, (64, 1, 1), (64, 1, 1))
+
+
+def ours(n: int) -> None:
+    for _ in range(n):
+        launch(TINY, count, [x], [1.0, 64])
+
+
+def ours_noop(n: int) -> None:
+    real = server._enqueue
+    server._enqueue = lambda *a: None
+    try:
+        for _ in range(n):
+            launch(TINY, count, [x], [1.0, 64])
+    finally:
+        server._enqueue = real
+
+
+fns = {"raw 1-D": raw1, "raw 3-D": raw3, "raw 3-D, client's kernel": ours_kernel3,
+       "client.launch": ours, "client.launch, no-op enqueue": ours_noop}
+best = {name: 1e9 for name in fns}
+for _ in range(15):
+    for name, fn in fns.items():
+        queue.finish()
+        t0 = time.perf_counter()
+        fn(2000)
+        queue.finish()
+        best[name] = min(best[name], (time.perf_counter() - t0) / 2000 * 1e6)
+for name, us in best.items():
+    print(f"{name:32s} {us:7.3f} us")
