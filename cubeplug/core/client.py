@@ -38,6 +38,7 @@ class ComputeClient:
         self._server = server
         self._lock = self._channel.lock
         self._acquire = self._lock.acquire
+        self._server_empty = server.empty
         self._release = self._lock.release
         #: Every thread maps to stream 0 (the "single" streaming policy).
         self._single = server.config.streaming.policy == "single"
@@ -92,7 +93,7 @@ class ComputeClient:
             sid = self._sid()
         self._acquire()  # not ``with``: half the cost on the hot paths
         try:
-            return self._server.empty(nbytes, sid)
+            return self._server_empty(nbytes, sid)
         finally:
             self._release()
 

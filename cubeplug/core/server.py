@@ -26,7 +26,14 @@ from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
 from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
-from cubeplug.core.memory import AllocationMode, MemoryLimit, MemoryManagement, MemoryUsage, PoolReport
+from cubeplug.core.memory import (
+    AllocationMode,
+    MemoryLimit,
+    MemoryManagement,
+    MemoryUsage,
+    PoolReport,
+    SliceToken,
+)
 from cubeplug.core.plans import Plan, QueueCode, make_plan
 from cubeplug.core.profile import ProfileDuration, ProfileToken
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
@@ -158,7 +165,24 @@ class ComputeServer(ABC):
             memories = self._memories
             mm = memories._slots[stream_id % memories.max_streams] or memories.get(stream_id)
         handle = _new(Handle)  # Handle(token, self, nbytes, stream_id) without the call: the hot path
-        handle._memory = mm.reserve(nbytes, stream_id)
+        reuse = mm.reuse.get(nbytes)
+        if reuse is not None and reuse[0] and mm.reservations + 1 < mm.next_check:
+            # MemoryManagement.reserve's exact-reuse branch, inlined (see MemoryManagement.reuse).
+            freed, padded, release = reuse
+            record = freed[0]
+            if record.size == padded:
+                mm.reservations += 1
+                freed.popleft()
+                record.requested = nbytes
+                token = handle._memory = _new(SliceToken)
+                token.storage = record.storage
+                token.stream = stream_id
+                token._record = record
+                token._release = release
+            else:
+                handle._memory = mm.reserve(nbytes, stream_id)
+        else:
+            handle._memory = mm.reserve(nbytes, stream_id)
         handle._owner = self
         handle.nbytes = nbytes
         handle.stream = stream_id

@@ -19,6 +19,7 @@ from cubeplug import (
     ValidationError,
 )
 from cubeplug.core.handle import Handle
+from cubeplug.core.stream import current_stream_id
 from tests.conftest import make_cpu_client
 from tests.core.kernels import ADD_ONE, AXPY, C_ONLY, FAIL, FILL, NOOP, WRITE_COUNT, f32
 
@@ -508,3 +509,23 @@ def test_a_thread_waiting_in_sync_does_not_stall_other_threads(cpu_client) -> No
         syncing.join(10)
         if worker.ident is not None:
             worker.join(10)
+
+
+def test_handles_of_one_size_reused_in_a_loop_keep_their_data_apart(cpu_client) -> None:  # type: ignore[no-untyped-def]
+    """The allocation fast path (the slice freed first lent again by the server) against live data."""
+    mm = cpu_client.server.memory(cpu_client.server.stream_id(current_stream_id()))
+    live = [cpu_client.create(np.full(64, -1, np.int32))]
+    for i in range(300):
+        h = cpu_client.create(np.full(64, i, np.int32))
+        if i % 3 == 0:
+            live.append(h)  # kept: its slice must never be lent again while it lives
+        del h
+    assert [cpu_client.to_numpy(h, "i32")[0] for h in live] == [-1, *range(0, 300, 3)]
+    assert cpu_client.memory_usage().number_allocs == len(live)
+    assert mm.reservations >= 301, "every reservation counts towards the idle checks"
+    with cpu_client.persistent_memory():
+        p = cpu_client.empty(256)  # inside a window: the persistent pool, not the freed slice
+    persistent = [r for r in cpu_client.memory_report() if r.kind == "persistent"]
+    assert [r.slices for r in persistent] == [1]
+    del p, live
+    assert cpu_client.memory_usage().number_allocs == 0

@@ -85,8 +85,10 @@ class MemoryManagement:
         self._persistent = PersistentPool(self._source, self.max_page_size)
         self._routes: dict[int, tuple[MemoryPool, ...]] = {}
         #: Sizes served by exact reuse in a sliced pool: ``size -> SlicedPool.reuse_entry(size)``.
-        #: Filled only while no persistent memory is in play; emptied as soon as some is.
-        self._reuse: dict[int, tuple[deque[Any], int, Callable[[Any], object]]] = {}
+        #: Filled only while no persistent memory is in play; emptied as soon as some is. An owner
+        #: may inline :meth:`reserve`'s exact-reuse branch with it (the server's ``empty`` does), as
+        #: long as the reservation it makes stays below :attr:`next_check` and is counted.
+        self.reuse: dict[int, tuple[deque[Any], int, Callable[[Any], object]]] = {}
         self._policy = persistent
         self._modes: list[AllocationMode] = []
         self._persistent_mode = persistent == "enforced"
@@ -95,9 +97,9 @@ class MemoryManagement:
         #: Reservations per deallocation period (an idle check every fifth of it).
         self.dealloc_period = dealloc_period
         self._check_period = max(1, dealloc_period // 5)
-        #: Reservations made so far.
+        #: Reservations made so far, and the count at which the pools run their next idle check.
         self.reservations = 0
-        self._next_check = self._check_period
+        self.next_check = self._check_period
 
     def _build(self, options: PoolOptions) -> MemoryPool:
         if options.kind == "sliced":
@@ -109,11 +111,11 @@ class MemoryManagement:
         """A token for ``size`` bytes (a validated non-negative int), last used by ``stream``;
         BufferTooBig or OutOfMemoryError."""
         self.reservations += 1
-        if self.reservations >= self._next_check:
-            self._next_check = self.reservations + self._check_period
+        if self.reservations >= self.next_check:
+            self.next_check = self.reservations + self._check_period
             for pool in self._pools:
                 pool.cleanup(False)
-        reuse = self._reuse.get(size)
+        reuse = self.reuse.get(size)
         if reuse is not None:
             # The steady state: the slice a sliced pool got back first has this size's padded size,
             # so it is lent again as it is (see SlicedPool.reuse_entry). Inlined: the hot path.
@@ -137,7 +139,7 @@ class MemoryManagement:
                 if lent is not None:
                     lent.stream = stream
                     if reuse is None and type(first) is SlicedPool:
-                        self._reuse[size] = first.reuse_entry(size)
+                        self.reuse[size] = first.reuse_entry(size)
                     return lent
         try:
             token = self._reserve_once(size)
@@ -172,7 +174,7 @@ class MemoryManagement:
             raise BufferTooBig(size, self.max_page_size)
         if len(self._routes) >= _ROUTE_CACHE:
             self._routes.clear()
-            self._reuse.clear()
+            self.reuse.clear()
         self._routes[size] = route
         return route
 
@@ -286,7 +288,7 @@ class MemoryManagement:
         else:
             self._persistent_mode = bool(self._modes) and self._modes[-1] is AllocationMode.PERSISTENT
         if self._persistent_mode:
-            self._reuse.clear()
+            self.reuse.clear()
 
     # ------------------------------------------------------------------ cleanup and figures
     def cleanup(self, explicit: bool) -> int:
