@@ -105,7 +105,7 @@ class OpenCLStorage(ComputeStorage):
         if subs is not None:
             if self.forget_bindings is not None:
                 self.forget_bindings()
-            subs.clear()
+            _release_subs(subs)
             del subs
         del self._pages[id]
         self._reserved -= self._sizes.pop(id)
@@ -138,6 +138,8 @@ class OpenCLStorage(ComputeStorage):
                 return buf
         buf = self._pages[page]
         if subs is None or len(subs) >= SUB_BUFFER_CACHE:
+            if subs is not None:
+                _release_subs(subs)  # a kernel may still hold one it bound last: that one lives on
             subs = self._subs[page] = {}
         sub = subs[(offset, size)] = buf.get_sub_region(offset, size)
         return sub
@@ -165,10 +167,24 @@ class OpenCLStorage(ComputeStorage):
         """Release every page, each after its sub-buffers (see :meth:`dealloc`)."""
         if self._subs and self.forget_bindings is not None:
             self.forget_bindings()
+        for subs in self._subs.values():
+            _release_subs(subs)
         self._subs.clear()
         self._pages.clear()
         self._sizes.clear()
         self._reserved = 0
+
+
+def _release_subs(subs: dict[tuple[int, int], Any]) -> None:
+    """Release a page's sub-buffers newest first.
+
+    NVIDIA's OpenCL driver (580) segfaults in ``clReleaseMemObject`` when, of two sub-buffers bound
+    by kernels, such as a handle's region and a view of it ending at the same byte, the one created
+    first is released first; releasing them in the reverse order of their creation is clean
+    (``bench/probes/opencl_release_views.py``). ``dict.popitem`` takes the newest entry.
+    """
+    while subs:
+        subs.popitem()
 
 
 def _code_name(error: Any) -> str:

@@ -181,15 +181,44 @@ print("closed cleanly")
 """
 
 
-def test_slices_lent_at_a_page_start_release_cleanly() -> None:
-    # The pattern that crashed NVIDIA's driver at close (run apart: a segfault fails this test, not the
-    # session): slices of several sizes lent over time at the start of one page, each bound to a kernel.
+VIEWS_ENDING_WITH_THEIR_HANDLE = """
+import numpy as np
+from tests.backends.opencl.conftest import make_client
+from tests.backends.opencl.kernels import ADD_ONE
+
+c = make_client()
+align = c.capabilities.offset_alignment
+other = c.create(np.zeros(512, np.int32))  # so that h is not at its page's start: h binds a sub-buffer
+h = c.create(np.zeros(512, np.int32))
+view = h.offset_start(align)  # another sub-buffer, ending where h's does
+c.launch(ADD_ONE, 8, [h], [512])
+c.launch(ADD_ONE, 8, [view], [512 - align // 4])
+c.sync()
+assert c.to_numpy(h, "i32")[align // 4] == 2
+c.close()
+print("closed cleanly")
+"""
+
+
+def run_apart(script: str) -> None:
+    """Run ``script`` in its own interpreter: a driver crash fails the test, not the session."""
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
     run = subprocess.run(
-        [sys.executable, "-c", LENT_AT_A_PAGE_START], cwd=root, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0 and "closed cleanly" in run.stdout, (run.returncode, run.stderr[-2000:])
+
+
+def test_a_handle_and_a_view_ending_with_it_release_cleanly() -> None:
+    # Crashed NVIDIA's driver (580) at close while the sub-buffers were released oldest first.
+    run_apart(VIEWS_ENDING_WITH_THEIR_HANDLE)
+
+
+def test_slices_lent_at_a_page_start_release_cleanly() -> None:
+    # The pattern that crashed NVIDIA's driver at close (run apart: a segfault fails this test, not the
+    # session): slices of several sizes lent over time at the start of one page, each bound to a kernel.
+    run_apart(LENT_AT_A_PAGE_START)

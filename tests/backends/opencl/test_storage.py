@@ -99,3 +99,36 @@ def test_staging_pool_reuses_chunks() -> None:
     assert pool._idle <= 64 << 10  # chunks beyond the keep limit were released
     pool.clear()
     assert pool._idle == 0
+
+
+class Released:
+    """Stands in for a sub-buffer: records when the storage lets go of it."""
+
+    def __init__(self, name: int, log: list[int]) -> None:
+        self.name, self.log = name, log
+
+    def __del__(self) -> None:
+        self.log.append(self.name)
+
+
+@pytest.mark.parametrize("how", ["dealloc", "close", "cache full"])
+def test_sub_buffers_are_released_newest_first(storage, monkeypatch, how) -> None:  # type: ignore[no-untyped-def]
+    # NVIDIA's driver crashes releasing sub-buffers in the order they were made (a handle's region,
+    # then a view of it ending at the same byte): the storage releases them in reverse.
+    monkeypatch.setattr(storage_mod, "SUB_BUFFER_CACHE", 3)
+    align = storage.alignment
+    h = storage.alloc(8 * align)
+    for i in range(1, 4):
+        storage.bind(h.id, i * align, align)
+    log: list[int] = []
+    subs = storage._subs[h.id]
+    for offset, size in list(subs):
+        subs[offset, size] = Released(offset // align, log)
+    if how == "dealloc":
+        storage.dealloc(h.id)
+    elif how == "close":
+        storage.close()
+    else:
+        storage.bind(h.id, 5 * align, align)  # the cache is full: it starts again
+    gc.collect()
+    assert log == [3, 2, 1]
