@@ -49,8 +49,10 @@ class ComputeClient:
             _UNCHECKED if server.config.compilation.check_mode == "unchecked" else _CHECKED
         )
         #: The server's generated checked launches, by kernel (filled by its first checked launch).
-        plans: dict[Kernel, Any] = server.launch_plans if self._default_mode is _CHECKED else {}
+        checked = self._default_mode is _CHECKED
+        plans: dict[Kernel, Any] = server.launch_plans if checked else server.unchecked_plans
         self._plans = plans
+        self._unchecked_plans: dict[Kernel, Any] = server.unchecked_plans
 
     # ------------------------------------------------------------------ identity
     @property
@@ -232,12 +234,16 @@ class ComputeClient:
             sid = 0 if self._single else _local.stack[-1]
         except AttributeError:
             sid = self._sid()
-        if self._profiling:
-            self._launch_profiled(kernel, count, buffers, scalars, _UNCHECKED, sid)
+        try:
+            plan = self._unchecked_plans.get(kernel)
+        except TypeError:
+            plan = None
+        if plan is None or self._profiling:
+            self._launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
             return
         self._acquire()
         try:
-            self._server.launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
+            plan(self._server, count, buffers, scalars, sid)
         finally:
             self._release()
 
@@ -250,7 +256,7 @@ class ComputeClient:
         mode: ExecutionMode,
         sid: int,
     ) -> None:
-        """A launch with no plan yet (the first checked one, every unchecked one) or profiled."""
+        """A launch with no plan yet (the kernel's first in its mode), or a profiled one."""
         if self._profiling:
             self._launch_profiled(kernel, count, buffers, scalars, mode, sid)
             return

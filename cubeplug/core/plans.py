@@ -37,8 +37,10 @@ class QueueCode:
     The lines run once the arguments passed the checks and the streams' common case holds. They
     see the plan's names: ``owner`` (the server), ``count`` (a static CubeCount with no zero),
     ``buffers`` and ``scalars`` as given, ``b0, b1, ...`` (the buffer Handles), ``t0, t1, ...``
-    (their slice tokens), ``s0, s1, ...`` (the scalar values, checked), ``sid`` and ``stream`` (the
-    native stream of ``sid``'s slot, whose cursor was already advanced), plus ``namespace``.
+    (their slice tokens), ``s0, s1, ...`` (the scalar values: checked, or as the caller gave them
+    in an unchecked plan, so the lines turn a value that does not pack into a ValidationError),
+    ``sid`` and ``stream`` (the native stream of ``sid``'s slot, whose cursor was already
+    advanced), plus ``namespace``.
     """
 
     lines: Sequence[str]
@@ -54,24 +56,29 @@ def make_plan(
     alignment: int,
     general: Callable[..., None],
     queue: QueueCode | None = None,
+    checked: bool = True,
 ) -> Plan:
     """The checked launch of ``kernel`` (already ``compiled``) on a server whose offsets align to
-    ``alignment``.
+    ``alignment``; with ``checked=False``, the unchecked launch.
 
     ``general(server, kernel, compiled, count, buffers, scalars, stream_id)`` is the full path; the
     plan calls it whenever an argument is not of the plain kind it tests inline. The server is an
     argument, not a captured constant, so that a server caching its plans sits in no reference cycle.
+    An unchecked plan tests only what the inlined queueing needs (live handles of this server, a
+    static count, a list or tuple of as many scalars as declared); the values go as given.
     """
     bufs = [f"b{i}" for i in range(len(kernel.buffer_params))]
     vals = [f"s{i}" for i in range(len(kernel.scalar_params))]
     tests: list[str] = ["count.handle is None"]
     for name, itemsize in zip(bufs, kernel.buffer_itemsizes, strict=True):
         tests.append(f"type({name}) is Handle and {name}._owner is owner and {name}._memory is not None")
-        if alignment > 1:
+        if alignment > 1 and checked:
             tests.append(f"not {name}.start % {alignment}")
-        if itemsize > 1:
+        if itemsize > 1 and checked:
             tests.append(f"not ({name}.nbytes - {name}.start - {name}.end) % {itemsize}")
     for name, (ctype, lo, hi, _) in zip(vals, kernel._scalar_checks, strict=True):
+        if not checked:
+            continue
         if ctype is int or ctype is float:
             tests.append(f"type({name}) is {ctype.__name__} and {lo!r} <= {name} <= {hi!r}")
         else:  # bools and the like always take the general path
@@ -115,6 +122,7 @@ def make_plan(
         lines.append("        stream = state.stream")
         lines.extend(f"        {line}" for line in queue.lines)
     source = "\n".join(lines)
-    exec(compile(source, f"<cubeplug launch plan of {kernel.name}>", "exec"), namespace)
+    what = "launch plan" if checked else "unchecked launch plan"
+    exec(compile(source, f"<cubeplug {what} of {kernel.name}>", "exec"), namespace)
     plan: Plan = namespace.pop("plan")  # not left in its own globals: no reference cycle
     return plan

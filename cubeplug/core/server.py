@@ -86,6 +86,8 @@ class ComputeServer(ABC):
         self._checked_kernels: dict[Kernel, Compiled] = {}
         #: The generated checked launch of each kernel (the client calls it directly when present).
         self.launch_plans: dict[Kernel, Plan] = {}
+        #: The unchecked launches, by kernel (see :func:`~cubeplug.core.plans.make_plan`).
+        self.unchecked_plans: dict[Kernel, Plan] = {}
         self._single_stream = self.config.streaming.policy == "single"
         self._align = capabilities.offset_alignment
         self._modes: list[AllocationMode] = []
@@ -278,9 +280,27 @@ class ComputeServer(ABC):
                 plan = self._plan(kernel, mode)
             plan(self, count, buffers, scalars, stream_id)
             return
-        compiled = self._compiled.get(kernel)
-        if compiled is None:
-            compiled = self._compiled[kernel] = self._compile(kernel, mode)
+        plan = self.unchecked_plans.get(kernel)
+        if plan is None:
+            compiled = self._compiled.get(kernel)
+            if compiled is None:
+                compiled = self._compiled[kernel] = self._compile(kernel, mode)
+            plan = self.unchecked_plans[kernel] = make_plan(
+                kernel, compiled, self._align, ComputeServer._launch_unchecked_general,
+                self.queue_code(kernel, compiled), checked=False,
+            )
+        plan(self, count, buffers, scalars, stream_id)
+
+    def _launch_unchecked_general(
+        self,
+        kernel: Kernel,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Any],
+        scalars: Sequence[Any],
+        stream_id: int,
+    ) -> None:
+        """An unchecked launch the plan does not take inline: queued by :meth:`execute` as given."""
         if count.handle is None and not (count.x and count.y and count.z):
             return
         self.execute(stream_id, compiled, count, buffers, scalars)

@@ -13,6 +13,7 @@ from cubeplug.core.errors import ValidationError
 from cubeplug.core.kernel import ExecutionMode
 from cubeplug.core.plans import QueueCode, make_plan
 from cubeplug.core.stream import MultiStream
+from tests.conftest import make_cpu_client
 from tests.core.test_stream import RecordingBackend
 
 K = Kernel(
@@ -227,3 +228,25 @@ def test_any_other_stream_case_goes_through_execute(
     assert not ran
     assert [(call[0], call[3]) for call in queued] == [(sid, [x]), (sid + 1, [x]), (sid, [x])]
     assert x._memory.stream == sid + 1, "execute (here a recorder) is left to record the stream"
+
+
+def test_an_unchecked_plan_passes_values_as_given_and_tests_only_the_handles(
+    cpu_client: ComputeClient, queued: list[tuple[Any, ...]]
+) -> None:
+    fallbacks: list[Any] = []
+    compiled = cpu_client.server._compile(K, ExecutionMode.UNCHECKED)
+    plan = make_plan(K, compiled, 256, lambda *args: fallbacks.append(args[4]), checked=False)
+    x, y = cpu_client.empty(64), cpu_client.empty(64)
+    odd = y.offset_start(4)  # unaligned, and not whole f32 elements: not tested unchecked
+    values = (np.float64(1.5), -3, "anything")  # passed on as they are, even the wrong ones
+    plan(cpu_client.server, CubeCount(1), [x, odd], values, 0)
+    assert fallbacks == [] and queued[-1][3:] == ([x, odd], values)
+    other = make_cpu_client()
+    try:
+        cases: list[list[Any]] = [[x, other.empty(4)], [x, "not a handle"], [x]]
+        for buffers in cases:
+            plan(cpu_client.server, CubeCount(1), buffers, values, 0)
+        plan(cpu_client.server, CubeCount(1), [x, y], values[:2], 0)
+    finally:
+        other.close()
+    assert fallbacks == [*cases, [x, y]], "what the inlined queueing cannot take goes to the general path"

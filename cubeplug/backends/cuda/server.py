@@ -10,6 +10,7 @@ a source that already is pinned (a ``reserve_staging`` buffer) is copied by DMA 
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, cast
@@ -265,8 +266,14 @@ class CudaServer(ComputeServer):
             counts[not is_buffer] += 1
         bx, by, bz = program.block
         pointers = ", ".join(f"p{i}" for i in range(nbuf))
+        items = f"{pointers}, *scalars" if nbuf else "*scalars"
         if values:
-            lines.append(f"pack({', '.join(values)})")
+            lines += [
+                "try:",
+                f"    pack({', '.join(values)})",
+                "except PackErrors as e:  # unchecked plans only",
+                f"    raise ValidationError(f'kernel arguments {{[{items}]!r}}: {{e}}') from e",
+            ]
         lines += [
             "try:",
             f"    launch_kernel(function, count.x, count.y, count.z, {bx}, {by}, {bz}, 0, stream.ptr, "
@@ -274,7 +281,11 @@ class CudaServer(ComputeServer):
             "except Exception as e:",
             f"    owner._relaunch(program, stream, (count.x, count.y, count.z), [{pointers}], scalars, e)",
         ]
-        return QueueCode(lines, {"ptrs": self._ptrs, "program": program, **parts}, self.multistream)
+        namespace = {
+            "ptrs": self._ptrs, "program": program, "ValidationError": ValidationError,
+            "PackErrors": (struct.error, OverflowError, TypeError), **parts,
+        }
+        return QueueCode(lines, namespace, self.multistream)
 
     def _launch_error(
         self, program: CudaProgram, grid: tuple[int, int, int], error: Exception

@@ -47,6 +47,9 @@ from cubeplug.core.stream import MultiStream
 #: (a C++ frame) when Python finalises, which aborts the process ("terminate called...").
 _open_servers: weakref.WeakSet[OpenCLServer] = weakref.WeakSet()
 
+#: What setting scalars that do not pack raises (unchecked launches only).
+_SCALAR_ERRORS = (ValueError, TypeError, RuntimeError, struct.error)
+
 #: How long closing waits for a helper thread (it only waits for work already queued).
 _JOIN_TIMEOUT = 60.0
 
@@ -80,8 +83,8 @@ class _Natives:
         self.waiter = waiter
         self.staging = staging
         self.compiled = compiled
-        #: The server's launch plans (they hold compiled kernels too).
-        self.plans: dict[Any, Any] = {}
+        #: The server's launch plans, checked and unchecked (they hold compiled kernels too).
+        self.plans: list[dict[Any, Any]] = []
         self.scratch: Any = None
 
 
@@ -116,7 +119,8 @@ def _release(natives: _Natives) -> None:
     _forget_bindings(natives.compiled)
     for table in natives.compiled:
         table.clear()
-    natives.plans.clear()
+    for plans in natives.plans:
+        plans.clear()
     natives.scratch = None
     natives.staging.keep = 0  # chunks still on their way back are released, not kept
     natives.staging.clear()
@@ -211,7 +215,7 @@ class OpenCLServer(ComputeServer):
             ctx, storage, self.multistream, self.waiter, self.staging,
             [self._compiled, self._checked_kernels, self.compile_cache._entries],
         )
-        self._natives.plans = self.launch_plans
+        self._natives.plans = [self.launch_plans, self.unchecked_plans]
         storage.forget_bindings = functools.partial(_forget_bindings, self._natives.compiled)
         self._release = weakref.finalize(self, _release, self._natives)
         _open_servers.add(self)
@@ -276,7 +280,7 @@ class OpenCLServer(ComputeServer):
                     prog.last_scalars = None
                     prog.set_scalars(tuple(args))
                     prog.last_scalars = values
-            except (ValueError, TypeError, RuntimeError, struct.error) as e:  # unchecked launches only
+            except _SCALAR_ERRORS as e:  # unchecked launches only
                 raise ValidationError(f"kernel {prog.name!r} scalars {list(scalars)!r}: {e}") from e
         try:
             self._enqueue(queue, prog.kernel, size, prog.local)
@@ -304,11 +308,14 @@ class OpenCLServer(ComputeServer):
             names = [f"s{j}" for j in range(len(kernel.scalar_params))]
             lines += [  # as in execute: not set again when equal to the last launch's, unless zero
                 f"values = ({', '.join(names)},)",
-                "if values != prog.last_scalars or 0 in values:",
-                "    args[2::3] = values",
-                "    prog.last_scalars = None",
-                "    set_scalars(tuple(args))",
-                "    prog.last_scalars = values",
+                "try:",
+                "    if values != prog.last_scalars or 0 in values:",
+                "        args[2::3] = values",
+                "        prog.last_scalars = None",
+                "        set_scalars(tuple(args))",
+                "        prog.last_scalars = values",
+                "except ScalarErrors as e:  # unchecked plans only",
+                "    raise ValidationError(f'kernel {prog.name!r} scalars {list(scalars)!r}: {e}') from e",
             ]
         lx, ly, lz = prog.local
         lines += [
@@ -322,7 +329,8 @@ class OpenCLServer(ComputeServer):
         namespace = {
             "pages": self._pages, "bind": self._bind, "prog": prog, "last": prog.last_buffers,
             "set_buffers": prog.set_buffers, "args": prog.scalar_args, "set_scalars": prog.set_scalars,
-            "cl_kernel": prog.kernel, "Error": self._cl.Error,
+            "cl_kernel": prog.kernel, "Error": self._cl.Error, "ValidationError": ValidationError,
+            "ScalarErrors": _SCALAR_ERRORS,
         }
         return QueueCode(lines, namespace, self.multistream)
 

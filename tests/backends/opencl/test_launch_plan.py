@@ -94,3 +94,16 @@ def test_a_page_released_and_reallocated_is_bound_again(client: Any, monkeypatch
     y = client.create(np.zeros(256, dtype=np.float32))
     client.launch(AXPY, 4, [x, y], [1.0, 256])
     assert client.to_numpy(y, "f32").tolist() == [3.0] * 256 and calls == []
+
+
+def test_unchecked_launches_are_inlined_too(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = client.create(np.arange(256, dtype=np.float32))
+    y = client.create(np.zeros(256, dtype=np.float32))
+    client.launch_unchecked(AXPY, 4, [x, y], [1.0, 256])  # the first builds the unchecked plan
+    calls = count_execute(client, monkeypatch)
+    client.launch_unchecked(AXPY, 4, [x, y], [np.float32(2.0), np.uint32(256)])  # numpy scalars as given
+    client.launch_unchecked(AXPY, 4, (x, y), (0.5, 128))
+    assert calls == []
+    expect = np.arange(256) * 3.0
+    expect[:128] += np.arange(128) * 0.5
+    assert client.to_numpy(y, "f32").tolist() == expect.tolist()
