@@ -168,12 +168,13 @@ class ComputeServer(ABC):
             mm = memories._slots[stream_id % memories.max_streams] or memories.get(stream_id)
         handle = _new(Handle)  # Handle(token, self, nbytes, stream_id) without the call: the hot path
         reuse = mm.reuse.get(nbytes)
-        if reuse is not None and reuse[0] and mm.reservations + 1 < mm.next_check:
+        until = mm.until_check
+        if reuse is not None and reuse[0] and until > 1:
             # MemoryManagement.reserve's exact-reuse branch, inlined (see MemoryManagement.reuse).
             freed, padded, release = reuse
             record = freed[0]
             if record.size == padded:
-                mm.reservations += 1
+                mm.until_check = until - 1
                 freed.popleft()
                 record.requested = nbytes
                 token = handle._memory = _new(SliceToken)

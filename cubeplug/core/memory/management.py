@@ -87,7 +87,7 @@ class MemoryManagement:
         #: Sizes served by exact reuse in a sliced pool: ``size -> SlicedPool.reuse_entry(size)``.
         #: Filled only while no persistent memory is in play; emptied as soon as some is. An owner
         #: may inline :meth:`reserve`'s exact-reuse branch with it (the server's ``empty`` does), as
-        #: long as the reservation it makes stays below :attr:`next_check` and is counted.
+        #: long as it counts the reservation in :attr:`until_check` while that stays above 1.
         self.reuse: dict[int, tuple[deque[Any], int, Callable[[Any], object]]] = {}
         self._policy = persistent
         self._modes: list[AllocationMode] = []
@@ -97,9 +97,9 @@ class MemoryManagement:
         #: Reservations per deallocation period (an idle check every fifth of it).
         self.dealloc_period = dealloc_period
         self._check_period = max(1, dealloc_period // 5)
-        #: Reservations made so far, and the count at which the pools run their next idle check.
-        self.reservations = 0
-        self.next_check = self._check_period
+        #: Reservations left until the pools' next idle check (the check runs at the one that makes it 0).
+        self.until_check = self._check_period
+        self._checks = 0
 
     def _build(self, options: PoolOptions) -> MemoryPool:
         if options.kind == "sliced":
@@ -110,9 +110,10 @@ class MemoryManagement:
     def reserve(self, size: int, stream: int = -1) -> SliceToken:
         """A token for ``size`` bytes (a validated non-negative int), last used by ``stream``;
         BufferTooBig or OutOfMemoryError."""
-        self.reservations += 1
-        if self.reservations >= self.next_check:
-            self.next_check = self.reservations + self._check_period
+        self.until_check -= 1
+        if self.until_check <= 0:
+            self.until_check = self._check_period
+            self._checks += 1
             for pool in self._pools:
                 pool.cleanup(False)
         reuse = self.reuse.get(size)
@@ -147,6 +148,11 @@ class MemoryManagement:
             token = self._retry_after_oom(size, error)
         token.stream = stream
         return token
+
+    @property
+    def reservations(self) -> int:
+        """Reservations made so far."""
+        return self._checks * self._check_period + self._check_period - self.until_check
 
     def _reserve_once(self, size: int) -> SliceToken:
         if self._persistent_mode:
