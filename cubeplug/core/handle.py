@@ -1,9 +1,9 @@
 """Handles: what users hold for device memory, views with byte offsets, and tensors.
 
-A :class:`Handle` holds a *slice token* from memory management. The pools keep only a weak
-reference to that token, so a slice becomes free exactly when no handle and no queued work (whose
-bindings hold the token too) references it any more: Python's reference counting plays the role of
-CubeCL's ``Arc`` strong count.
+A :class:`Handle` holds a *slice token* from memory management. The pools keep no reference to
+that token; its finalizer gives the slice back, so a slice becomes free exactly when no handle and
+no queued work (whose bindings hold the token too) references it any more: Python's reference
+counting plays the role of CubeCL's ``Arc`` strong count.
 """
 
 from __future__ import annotations

@@ -10,8 +10,11 @@ completes their future. Host buffers and staging chunks stay alive until their c
 
 Launch hot path: the ``cl.Kernel`` is built once per compiled kernel; a buffer argument is set only
 when the bound ``cl.Buffer`` (page or cached sub-buffer) differs from the previous launch's, and the
-scalars go through PyOpenCL's multi-argument setter. OpenCL has no indirect dispatch, so a
-``CubeCount.dynamic`` is read on the host after the stream's earlier work (a blocking read).
+scalars, through PyOpenCL's multi-argument setter, only when they differ from the previous
+launch's. :meth:`OpenCLServer.queue_code` hands the same steps to the kernel's launch plan as
+source, so that a launch on the thread's own memory runs in one frame. OpenCL has no indirect
+dispatch, so a ``CubeCount.dynamic`` is read on the host after the stream's earlier work (a
+blocking read).
 Timing uses profiling timestamps of tiny fills when the queues profile (``device_timing``).
 """
 

@@ -37,7 +37,7 @@ class MemoryManagement:
 
     Not thread-safe by itself: its owner calls :meth:`reserve`, :meth:`cleanup`, :meth:`usage`
     and the mode methods under one lock. Tokens may die in any thread; each pool notices it
-    through weak-reference callbacks (see :mod:`cubeplug.core.memory.slice_token`).
+    through their finalizers (see :mod:`cubeplug.core.memory.slice_token`).
 
     Routing: a free persistent slice of the exact padded size first, then the first pool of the
     ladder that accepts the size; a capped full pool, or one whose page the device or the limit

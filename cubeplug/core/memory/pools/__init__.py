@@ -1,9 +1,9 @@
 """Memory pools: sliced pages, exclusive pages and persistent exact-size buckets.
 
-Every pool lends :class:`~cubeplug.core.memory.slice_token.SliceToken` objects and keeps only a
-weak reference to each; see :mod:`cubeplug.core.memory.slice_token` for how frees are detected.
+Every pool lends :class:`~cubeplug.core.memory.slice_token.SliceToken` objects and keeps no
+reference to them; see :mod:`cubeplug.core.memory.slice_token` for how frees are detected.
 A pool is driven by one thread at a time (its memory management's owner holds a lock); only the
-weak-reference callbacks, a single ``deque.append`` each, run elsewhere.
+tokens' finalizers, a single ``deque.append`` each, run elsewhere.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ class SlicedPool(LendingPool):
 
     # ------------------------------------------------------------------ frees
     def _drain(self) -> None:
-        """Mark free the slices whose tokens died (their weak references queued themselves)."""
+        """Mark free the slices whose tokens died (their finalizers queued the slices)."""
         freed = self._freed
         free_sizes = self._free_sizes
         while freed:
