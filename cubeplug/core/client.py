@@ -228,6 +228,7 @@ class ComputeClient:
         scalars: Sequence[Any] = (),
     ) -> None:
         """Launch without validating the arguments (the caller vouches for them)."""
+        # Launch's twin, not sharing a helper with it: each is one frame above the plan.
         if type(count) is not CubeCount:
             count = _as_count(count)
         try:

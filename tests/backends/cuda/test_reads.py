@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cubeplug import DeviceLostError
+from cubeplug import DeviceLostError, OutOfMemoryError
 from cubeplug.backends.cuda import server as server_module
 from cubeplug.backends.cuda import staging
 from cubeplug.backends.cuda.staging import (
@@ -330,6 +330,52 @@ def test_the_driver_path_copies_straight_into_the_results(mode, make_client, mon
     arr = client.to_numpy(views[1], "u8")
     ((dst, _, _, _),) = [c for c in calls if c[3] == 2]
     assert arr.ctypes.data == dst and arr.flags.writeable
+
+
+def test_a_large_read_snapshots_the_bytes_and_downloads_them_outside_the_lock(mode, make_client) -> None:  # type: ignore[no-untyped-def]
+    client = make_client(staging_max_bytes="64KiB")
+    n = 1 << 18
+    h = client.create(np.arange(n, dtype=np.int32))
+    before = client.memory_usage().number_allocs
+    gate = threading.Event()
+    client.server._completer.submit(_Blocker(gate))  # the completer thread waits: no download yet
+    calls = spy_copies(client)
+    fut = client.read_async([h, h.offset_start(4 * 1000)])
+    assert [(size, kind) for _, _, size, kind in calls] == [(4 * n, 3), (4 * (n - 1000), 3)], (
+        "under the lock, only device copies"
+    )
+    client.launch(ADD_ONE, -(-n // 256), [h], [n])  # queued after the read: not in its bytes
+    assert not fut.done() and client.memory_usage().number_allocs == before + 1  # the device copy
+    gate.set()
+    got = fut.result(timeout=30)
+    np.testing.assert_array_equal(np.frombuffer(got[0], np.int32), np.arange(n))
+    np.testing.assert_array_equal(np.frombuffer(got[1], np.int32), np.arange(1000, n))
+    assert [(size, kind) for _, _, size, kind in calls[2:]] == [(4 * n, 2), (4 * (n - 1000), 2)]
+    assert client.memory_usage().number_allocs == before, "the copy is given back after the download"
+    np.testing.assert_array_equal(client.to_numpy(h, "i32"), np.arange(n) + 1)
+
+
+def test_a_large_read_without_room_for_its_copy_downloads_directly(mode, make_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    client = make_client(staging_max_bytes="64KiB")
+    data = np.random.default_rng(11).integers(0, 256, 1 << 20, dtype=np.uint8)
+    h = client.create(data)
+    server = client.server
+
+    def full(nbytes: int, stream_id: int) -> Any:
+        raise OutOfMemoryError(nbytes, in_use=0, reserved=0, limit=None)
+
+    monkeypatch.setattr(server, "empty", full)
+    assert bytes(client.read_one(h)) == data.tobytes()
+
+
+class _Blocker:
+    """A completer task that holds the completer thread until ``gate`` is set."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        self.gate = gate
+
+    def resolve(self) -> None:
+        assert self.gate.wait(30)
 
 
 def test_staged_reads_go_through_pinned_chunks_with_an_event_each(mode, make_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
