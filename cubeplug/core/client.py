@@ -351,12 +351,30 @@ class ComputeClient:
                 self._server.close()
 
 
+#: Counts given as ints or tuples, converted once (a static CubeCount is never changed after it is
+#: made); cleared when it reaches :data:`_COUNT_CACHE_SIZE` entries.
+_counts: dict[Any, CubeCount] = {}
+_COUNT_CACHE_SIZE = 1024
+
+
 def _as_count(count: Any) -> CubeCount:
+    # Only plain ints are cached (1.0, True and numpy ints hash like them, and some must raise).
+    plain = type(count) is int or (type(count) is tuple and all(type(v) is int for v in count))
+    if plain:
+        cached = _counts.get(count)
+        if cached is not None:
+            return cached
     if isinstance(count, (int, np.integer)) and not isinstance(count, bool):
-        return CubeCount(int(count))
-    if isinstance(count, tuple) and 1 <= len(count) <= 3:
-        return CubeCount(*count)
-    raise ValidationError(f"count must be a CubeCount, an int or a 1-3 tuple, got {count!r}")
+        made = CubeCount(int(count))
+    elif isinstance(count, tuple) and 1 <= len(count) <= 3:
+        made = CubeCount(*count)
+    else:
+        raise ValidationError(f"count must be a CubeCount, an int or a 1-3 tuple, got {count!r}")
+    if plain:
+        if len(_counts) >= _COUNT_CACHE_SIZE:
+            _counts.clear()
+        _counts[count] = made
+    return made
 
 
 def _writable(arr: np.ndarray) -> np.ndarray:
