@@ -309,10 +309,13 @@ class OpenCLServer(ComputeServer):
             ]
         if kernel.scalar_params:
             names = [f"s{j}" for j in range(len(kernel.scalar_params))]
-            lines += [  # as in execute: not set again when equal to the last launch's, unless zero
+            floats = [n for n, p in zip(names, kernel.scalar_params, strict=True) if p.dtype.startswith("f")]
+            # as in execute: not set again when equal to the last launch's, unless a float is zero
+            zero = f" or 0 in ({', '.join(floats)},)" if floats else ""
+            lines += [
                 f"values = ({', '.join(names)},)",
                 "try:",
-                "    if values != prog.last_scalars or 0 in values:",
+                f"    if values != prog.last_scalars{zero}:",
                 "        args[2::3] = values",
                 "        prog.last_scalars = None",
                 "        set_scalars(tuple(args))",
@@ -320,9 +323,9 @@ class OpenCLServer(ComputeServer):
                 "except ScalarErrors as e:  # unchecked plans only",
                 "    raise ValidationError(f'kernel {prog.name!r} scalars {list(scalars)!r}: {e}') from e",
             ]
-        lx, ly, lz = prog.local
+        dims = [f"count.{a}" + (f" * {d}" if d != 1 else "") for a, d in zip("xyz", prog.local, strict=True)]
         lines += [
-            f"size = (count.x * {lx}, count.y * {ly}, count.z * {lz})",
+            f"size = ({', '.join(dims)})",
             "try:",
             f"    owner._enqueue(stream, cl_kernel, size, {prog.local!r})",
             "except Error as e:",
