@@ -76,9 +76,7 @@ def make_plan(
             tests.append(f"not {name}.start % {alignment}")
         if itemsize > 1 and checked:
             tests.append(f"not ({name}.nbytes - {name}.start - {name}.end) % {itemsize}")
-    for name, (ctype, lo, hi, _) in zip(vals, kernel._scalar_checks, strict=True):
-        if not checked:
-            continue
+    for name, (ctype, lo, hi, _) in zip(vals, kernel._scalar_checks, strict=True) if checked else ():
         if ctype is int or ctype is float:
             tests.append(f"type({name}) is {ctype.__name__} and {lo!r} <= {name} <= {hi!r}")
         else:  # bools and the like always take the general path
@@ -103,26 +101,27 @@ def make_plan(
     if queue is None:
         lines.append(f"        {execute}")
     else:
-        ms = queue.multistream
         namespace.update(queue.namespace)
-        namespace["slots"] = ms.streams._slots
-        m = ms.max_streams
-        toks = [f"t{i}" for i in range(len(bufs))]
-        lines.append(f"        index = sid % {m}")
-        lines.append("        state = slots[index]")
-        common = ["state is not None"]
-        for b, t in zip(bufs, toks, strict=True):
-            lines.append(f"        {t} = {b}._memory")
-            lines.append(f"        l{t} = {t}.stream")
-            common.append(f"{b}.stream % {m} == index and (l{t} < 0 or l{t} % {m} == index)")
-        lines.append(f"        if not ({' and '.join(common)}):")
-        lines.append(f"            return {execute}")
-        lines.extend(f"        {t}.stream = sid" for t in toks)
-        lines.append("        state.cursor += 1")
-        lines.append("        stream = state.stream")
-        lines.extend(f"        {line}" for line in queue.lines)
+        namespace["slots"] = queue.multistream.streams.slots
+        lines += [f"        {line}" for line in _inline_queue(queue, len(bufs), execute)]
     source = "\n".join(lines)
     what = "launch plan" if checked else "unchecked launch plan"
     exec(compile(source, f"<cubeplug {what} of {kernel.name}>", "exec"), namespace)
     plan: Plan = namespace.pop("plan")  # not left in its own globals: no reference cycle
     return plan
+
+
+def _inline_queue(queue: QueueCode, nbufs: int, execute: str) -> list[str]:
+    """The plan's lines after the checks: the streams' common case of ``MultiStream.enter`` (every
+    buffer's owner and last user in the launching stream's slot: nothing to wait for, nothing to
+    pin), then the backend's lines; anything else calls ``execute``. Keep in step with ``enter``."""
+    m = queue.multistream.max_streams
+    lines = [f"index = sid % {m}", "state = slots[index]"]
+    common = ["state is not None"]
+    for i in range(nbufs):
+        lines += [f"t{i} = b{i}._memory", f"l{i} = t{i}.stream"]
+        common.append(f"b{i}.stream % {m} == index and (l{i} < 0 or l{i} % {m} == index)")
+    lines += [f"if not ({' and '.join(common)}):", f"    return {execute}"]
+    lines += [f"t{i}.stream = sid" for i in range(nbufs)]
+    lines += ["state.cursor += 1", "stream = state.stream", *queue.lines]
+    return lines

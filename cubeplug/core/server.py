@@ -170,7 +170,8 @@ class ComputeServer(ABC):
         reuse = mm.reuse.get(nbytes)
         until = mm.until_check
         if reuse is not None and reuse[0] and until > 1:
-            # MemoryManagement.reserve's exact-reuse branch, inlined (see MemoryManagement.reuse).
+            # The slice freed first has this size's padded size: lend it again as it is, without a
+            # call (the protocol of SlicedPool.reuse_entry; see MemoryManagement.reuse).
             freed, padded, release = reuse
             record = freed[0]
             if record.size == padded:

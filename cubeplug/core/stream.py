@@ -108,6 +108,11 @@ class StreamPool(Generic[T]):
         """The slot of a stream id."""
         return stream_id % self.max_streams
 
+    @property
+    def slots(self) -> list[T | None]:
+        """The slots themselves (None until first used), for hot paths that index them inline."""
+        return self._slots
+
     def get(self, stream_id: int) -> T:
         """The slot of ``stream_id``, created on first use."""
         return self.get_index(stream_id % self.max_streams)
@@ -269,7 +274,8 @@ class MultiStream(Generic[S, E]):
         When the analysis has ``pinned`` memory, call :meth:`pin` once the operation is queued.
         It records ``stream_id`` as the bindings' last stream, so it runs exactly once per operation.
         With ``advance=False`` it only analyses (no wait, no cursor step). A dropped handle raises
-        AttributeError.
+        AttributeError. Launch plans inline its common case (``cubeplug.core.plans``): keep the two
+        in step.
         """
         max_streams = self.max_streams
         index = stream_id % max_streams

@@ -25,7 +25,6 @@ log = logging.getLogger("cubeplug.memory")
 PERSISTENT_POLICIES = ("enabled", "disabled", "enforced")
 #: How many distinct sizes keep their routes cached.
 _ROUTE_CACHE = 4096
-_new = object.__new__
 
 
 class _PoolsFull(OutOfMemoryError):
@@ -84,10 +83,10 @@ class MemoryManagement:
         self._pools: list[MemoryPool] = [self._build(o) for o in options]
         self._persistent = PersistentPool(self._source, self.max_page_size)
         self._routes: dict[int, tuple[MemoryPool, ...]] = {}
-        #: Sizes served by exact reuse in a sliced pool: ``size -> SlicedPool.reuse_entry(size)``.
-        #: Filled only while no persistent memory is in play; emptied as soon as some is. An owner
-        #: may inline :meth:`reserve`'s exact-reuse branch with it (the server's ``empty`` does), as
-        #: long as it counts the reservation in :attr:`until_check` while that stays above 1.
+        #: Sizes a sliced pool may lend again without a call: ``size -> SlicedPool.reuse_entry(size)``,
+        #: filled by :meth:`reserve` only while no persistent memory is in play, emptied as soon as
+        #: some is. The owner's allocation hot path (``ComputeServer.empty``) lends from it directly,
+        #: counting each reservation in :attr:`until_check` while that stays above 1.
         self.reuse: dict[int, tuple[deque[Any], int, Callable[[Any], object]]] = {}
         self._policy = persistent
         self._modes: list[AllocationMode] = []
@@ -116,22 +115,6 @@ class MemoryManagement:
             self._checks += 1
             for pool in self._pools:
                 pool.cleanup(False)
-        reuse = self.reuse.get(size)
-        if reuse is not None:
-            # The steady state: the slice a sliced pool got back first has this size's padded size,
-            # so it is lent again as it is (see SlicedPool.reuse_entry). Inlined: the hot path.
-            freed, padded, release = reuse
-            if freed:
-                record = freed[0]
-                if record.size == padded:
-                    freed.popleft()
-                    record.requested = size
-                    token = _new(SliceToken)
-                    token.storage = record.storage
-                    token.stream = stream
-                    token._record = record
-                    token._release = release
-                    return token
         if not self._persistent_mode and not self._persistent.count:
             route = self._routes.get(size)
             if route is not None:
@@ -139,7 +122,7 @@ class MemoryManagement:
                 lent = first.try_reserve(size)
                 if lent is not None:
                     lent.stream = stream
-                    if reuse is None and type(first) is SlicedPool:
+                    if type(first) is SlicedPool and size not in self.reuse:
                         self.reuse[size] = first.reuse_entry(size)
                     return lent
         try:

@@ -567,21 +567,21 @@ TestMemoryMachine = MemoryMachine.TestCase
 
 
 # ---------------------------------------------------------------------------------- exact reuse
-def test_the_slice_freed_first_is_lent_again_when_its_padded_size_fits(storage: FakeStorage) -> None:
+def test_a_size_a_sliced_pool_serves_gets_an_exact_reuse_entry(storage: FakeStorage) -> None:
     mm = MemoryManagement(storage, props(4 * GiB))
-    for size in (1000, 1000, 1024, 1024):
-        mm.reserve(size)  # the second reservation of a size fills its exact-reuse entry
-    a, b, c = mm.reserve(1000), mm.reserve(1000), mm.reserve(1000)
-    first, second = b.storage, c.storage
-    del b, c
-    again = mm.reserve(1024, stream=3)  # the same padded size (alignment 256): lent again as it is
-    assert again.storage is first and again.stream == 3
-    assert mm.usage() == MemoryUsage(2, 1000 + 1024, 24, 16 * MiB)
-    other = mm.reserve(1000)
-    assert other.storage is second
-    check_no_overlap([a, again, other])
-    del a, again, other
-    assert mm.usage() == MemoryUsage(0, 0, 0, 16 * MiB)
+    mm.reserve(1000)  # the route is made
+    assert 1000 not in mm.reuse
+    mm.reserve(1000)  # served by the first pool of its route, a sliced one: the entry is made
+    freed, padded, release = mm.reuse[1000]
+    token = mm.reserve(1000)
+    record = token._record
+    del token
+    assert padded == 1024 and list(freed) == [record], "a dying token queues its record there"
+    assert release.__self__ is freed  # type: ignore[attr-defined]
+    tail = MemoryManagement(storage, props(4 * GiB), pools=[S(16 * KiB, 4 * KiB), E(4 * MiB)])
+    for _ in range(2):
+        tail.reserve(MiB)  # an exclusive pool: no entry
+    assert MiB not in tail.reuse
 
 
 def test_a_freed_slice_of_another_size_takes_the_general_path(storage: FakeStorage) -> None:
@@ -615,7 +615,7 @@ def test_exact_reuse_stops_while_persistent_memory_is_in_play(storage: FakeStora
     del token
 
 
-def test_reservations_by_exact_reuse_still_count_for_the_idle_checks(storage: FakeStorage) -> None:
+def test_reservations_count_for_the_idle_checks(storage: FakeStorage) -> None:
     pools = [S(16 * KiB, 4 * KiB), E(4 * MiB)]
     mm = MemoryManagement(storage, props(4 * GiB), pools=pools, dealloc_period=10)
     big = mm.reserve(MiB)
