@@ -120,7 +120,10 @@ def _inline_queue(queue: QueueCode, nbufs: int, execute: str) -> list[str]:
     common = ["state is not None"]
     for i in range(nbufs):
         lines += [f"t{i} = b{i}._memory", f"l{i} = t{i}.stream"]
-        common.append(f"b{i}.stream % {m} == index and (l{i} < 0 or l{i} % {m} == index)")
+        common.append(  # the usual case first: memory of this very stream
+            f"(b{i}.stream == sid or b{i}.stream % {m} == index)"
+            f" and (l{i} == sid or l{i} < 0 or l{i} % {m} == index)"
+        )
     lines += [f"if not ({' and '.join(common)}):", f"    return {execute}"]
     lines += [f"t{i}.stream = sid" for i in range(nbufs)]
     lines += ["state.cursor += 1", "stream = state.stream", *queue.lines]

@@ -81,7 +81,7 @@ class Binding(Protocol):
     _memory: Any
 
 
-@dataclass
+@dataclass(slots=True)
 class StreamState(Generic[S]):
     """A native stream with its cursor and the cursors it last synced with on other streams."""
 

@@ -72,6 +72,10 @@ _LOG_LOCATION = re.compile(r":(\d+):(\d+):\s*(.*)")
 _ERROR_PREFIX = re.compile(r"^(?:fatal\s+)?error:\s*")
 
 
+#: What :attr:`OpenCLProgram.last_scalars` holds for a value not set (equal to nothing else).
+UNSET = object()
+
+
 @dataclass
 class OpenCLProgram:
     """A built kernel ready to launch: the ``cl.Kernel``, its arg slots and what was bound last."""
@@ -91,8 +95,9 @@ class OpenCLProgram:
     last_buffers: list[Any] = field(default_factory=list)
     #: ``[slot, code, value, ...]`` for the scalars: values are filled in on each launch.
     scalar_args: list[Any] = field(default_factory=list)
-    #: The scalar values set by the previous launch, as a tuple (None: set them on the next one).
-    last_scalars: tuple[Any, ...] | None = None
+    #: The scalar values set on the kernel now, one per scalar param (:data:`UNSET`: set them on the
+    #: next launch).
+    last_scalars: list[Any] = field(default_factory=list)
     build_seconds: float = 0.0
     #: ``set_buffers((slot, buffer, ...))`` and ``set_scalars((slot, code, value, ...))``: PyOpenCL's
     #: multi-argument setters where it has them (much cheaper than ``set_arg``), else a loop.
@@ -102,7 +107,7 @@ class OpenCLProgram:
     def forget_bindings(self) -> None:
         """Forget the arguments set last (they are all set again on the next launch)."""
         self.last_buffers[:] = [None] * len(self.last_buffers)
-        self.last_scalars = None
+        self.last_scalars[:] = [UNSET] * len(self.last_scalars)
 
 
 # Built programs by (device, source, options): shared by every client of a device.
@@ -255,6 +260,7 @@ def compile_kernel(
         source=source,
         options=build_options(kernel),
         last_buffers=[None] * len(buffer_slots),
+        last_scalars=[UNSET] * len(scalar_slots),
         build_seconds=time.perf_counter() - start,
         set_buffers=getattr(clk, "_set_arg_multi", None) or _pairwise(clk.set_arg),
         **_scalar_setter(clk, kernel, scalar_slots),

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.backends.opencl.compiler import DIALECTS, OpenCLProgram, compile_kernel
+from cubeplug.backends.opencl.compiler import DIALECTS, UNSET, OpenCLProgram, compile_kernel
 from cubeplug.backends.opencl.plugin import DeviceContext
 from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool, memory_properties
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
@@ -275,15 +275,16 @@ class OpenCLServer(ComputeServer):
         if scalars:
             # Arguments stay set on a kernel between enqueues: values equal to the last launch's are
             # not set again, unless one is zero (0.0 == -0.0, but their bits differ).
+            last = prog.last_scalars
             try:
-                values = tuple(scalars)
-                if values != prog.last_scalars or 0 in values:
+                values = list(scalars)
+                if values != last or 0 in values:
                     args = prog.scalar_args
                     args[2::3] = values
-                    prog.last_scalars = None
                     prog.set_scalars(tuple(args))
-                    prog.last_scalars = values
+                    last[:] = values
             except _SCALAR_ERRORS as e:  # unchecked launches only
+                last[:] = [UNSET] * len(last)
                 raise ValidationError(f"kernel {prog.name!r} scalars {list(scalars)!r}: {e}") from e
         try:
             self._enqueue(queue, prog.kernel, size, prog.local)
@@ -308,20 +309,21 @@ class OpenCLServer(ComputeServer):
                 f"    set_buffers(({slot}, m{i}))",
             ]
         if kernel.scalar_params:
-            names = [f"s{j}" for j in range(len(kernel.scalar_params))]
-            floats = [n for n, p in zip(names, kernel.scalar_params, strict=True) if p.dtype.startswith("f")]
-            # as in execute: not set again when equal to the last launch's, unless a float is zero
-            zero = f" or 0 in ({', '.join(floats)},)" if floats else ""
+            # As in execute: values equal to those set last are not set again, unless a float is
+            # zero; each value is compared and stored alone (no tuple per launch).
+            n = len(kernel.scalar_params)
+            changed = [f"s{j} != held[{j}]" for j in range(n)]
+            changed += [f"s{j} == 0" for j, p in enumerate(kernel.scalar_params) if p.dtype.startswith("f")]
             lines += [
-                f"values = ({', '.join(names)},)",
-                "try:",
-                f"    if values != prog.last_scalars{zero}:",
-                "        args[2::3] = values",
-                "        prog.last_scalars = None",
+                f"if {' or '.join(changed)}:",
+                "    try:",
+                *[f"        args[{3 * j + 2}] = s{j}" for j in range(n)],
                 "        set_scalars(tuple(args))",
-                "        prog.last_scalars = values",
-                "except ScalarErrors as e:  # unchecked plans only",
-                "    raise ValidationError(f'kernel {prog.name!r} scalars {list(scalars)!r}: {e}') from e",
+                "    except ScalarErrors as e:  # unchecked plans only",
+                "        held[:] = [UNSET] * len(held)",
+                "        raise ValidationError(f'kernel {prog.name!r} scalars {list(scalars)!r}: {e}')"
+                " from e",
+                *[f"    held[{j}] = s{j}" for j in range(n)],
             ]
         dims = [f"count.{a}" + (f" * {d}" if d != 1 else "") for a, d in zip("xyz", prog.local, strict=True)]
         lines += [
@@ -335,8 +337,8 @@ class OpenCLServer(ComputeServer):
         namespace = {
             "pages": self._pages, "bind": self._bind, "prog": prog, "last": prog.last_buffers,
             "set_buffers": prog.set_buffers, "args": prog.scalar_args, "set_scalars": prog.set_scalars,
-            "cl_kernel": prog.kernel, "Error": self._cl.Error, "ValidationError": ValidationError,
-            "ScalarErrors": _SCALAR_ERRORS,
+            "held": prog.last_scalars, "cl_kernel": prog.kernel, "Error": self._cl.Error,
+            "ValidationError": ValidationError, "ScalarErrors": _SCALAR_ERRORS, "UNSET": UNSET,
         }
         return QueueCode(lines, namespace, self.multistream)
 
