@@ -104,6 +104,7 @@ class ComputeServer(ABC):
             lambda: _server(me)._new_memory(persistent), self.config.streaming.max_streams
         )
         self._mm_shared = None if self.per_stream_memory else self._new_memory(persistent)
+        self._mm_slots, self._mm_count = self._memories.slots, self._memories.max_streams
 
     @property
     def client(self) -> Any:
@@ -162,10 +163,7 @@ class ComputeServer(ABC):
         """A handle to ``nbytes`` of uninitialised device memory."""
         if type(nbytes) is not int or nbytes < 0:
             nbytes = _byte_count(nbytes)
-        mm = self._mm_shared
-        if mm is None:
-            memories = self._memories
-            mm = memories._slots[stream_id % memories.max_streams] or memories.get(stream_id)
+        mm = self._mm_shared or self._mm_slots[stream_id % self._mm_count] or self._memories.get(stream_id)
         handle = _new(Handle)  # Handle(token, self, nbytes, stream_id) without the call: the hot path
         reuse = mm.reuse.get(nbytes)
         until = mm.until_check
