@@ -49,10 +49,11 @@ class ComputeClient:
             _UNCHECKED if server.config.compilation.check_mode == "unchecked" else _CHECKED
         )
         #: The server's generated checked launches, by kernel (filled by its first checked launch).
+        # Profiled launches take the general path: no plans then (the level is fixed for life).
         checked = self._default_mode is _CHECKED
         plans: dict[Kernel, Any] = server.launch_plans if checked else server.unchecked_plans
-        self._plans = plans
-        self._unchecked_plans: dict[Kernel, Any] = server.unchecked_plans
+        self._plans = {} if self._profiling else plans
+        self._unchecked_plans: dict[Kernel, Any] = {} if self._profiling else server.unchecked_plans
 
     # ------------------------------------------------------------------ identity
     @property
@@ -211,7 +212,7 @@ class ComputeClient:
             plan = self._plans.get(kernel)  # an atomic read: the server fills the dict under the lock
         except TypeError:  # not hashable, so not a Kernel: server.launch says so
             plan = None
-        if plan is None or self._profiling:
+        if plan is None:
             self._launch(kernel, count, buffers, scalars, self._default_mode, sid)
             return
         self._acquire()  # not ``with``: half the cost on the hot paths
@@ -239,7 +240,7 @@ class ComputeClient:
             plan = self._unchecked_plans.get(kernel)
         except TypeError:
             plan = None
-        if plan is None or self._profiling:
+        if plan is None:
             self._launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
             return
         self._acquire()
