@@ -1,6 +1,6 @@
 """A 256 MiB read through client.read_one against CuPy's get(), alternated (ms per read).
 
-    python3 bench/probes/cuda_large_read.py [MiB]
+    python3 bench/probes/cuda_large_read.py [MiB] [staging_max_bytes]
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import numpy as np
 import cubeplug
 
 n = (int(sys.argv[1]) if len(sys.argv) > 1 else 256) << 20
-client = cubeplug.client("cuda")
+overrides = {"backends": {"cuda": {"staging_max_bytes": sys.argv[2]}}} if len(sys.argv) > 2 else {}
+client = cubeplug.client("cuda", **overrides)
 h = client.create(np.ones(n, np.uint8))
 a = cp.ones(n, cp.uint8)
 client.read_one(h)

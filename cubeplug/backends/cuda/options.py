@@ -13,7 +13,9 @@ key                       meaning                                               
                           RawKernel), ``"auto"`` (driver where available)
 ``pinned_pool_bytes``     pinned host memory the staging pool keeps for reuse              ``"256MiB"``
 ``staging_max_bytes``     largest transfer staged through pinned memory; larger ones use  ``"64MiB"``
-                          the driver's own path for pageable memory
+                          the driver's own path for pageable memory (reads above 4 MiB
+                          are copied on the device and downloaded that way anyway, off
+                          the caller's thread; pinned memory is then their fallback)
 ========================  ==============================================================  ==========
 """
 

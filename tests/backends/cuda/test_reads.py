@@ -1,8 +1,9 @@
 """Downloads of the CUDA backend (issue 6): exact bytes on every path, one host copy, no zero fill.
 
 Three paths: a read of at most ``_READ_CHUNK`` bytes (one pinned block), a staged read split into
-pinned chunks (up to ``staging_max_bytes``), and a larger read copied by the driver straight into its
-result (what CuPy's ``ndarray.get()`` does). The helpers of :mod:`cubeplug.backends.cuda.staging`
+pinned chunks, and a read of more than ``_SNAPSHOT_MIN`` bytes (or ``staging_max_bytes``) copied on
+the device first and then by the driver straight into its result (what CuPy's ``ndarray.get()``
+does), on the completer thread. The helpers of :mod:`cubeplug.backends.cuda.staging`
 are tested on their own first. Server tests run on the fake runtime and on the GPU (marker ``gpu``)
 unless they spy on the fake.
 """
@@ -227,10 +228,10 @@ def spy_copies(client: Any) -> list[tuple[int, int, int, int]]:
     return calls
 
 
-PATHS = {
-    "one block": ({}, None),
+PATHS = {  # the pinned paths at every size the tests read (no device copy), then the device copy
+    "one block": ({}, 1 << 30),
     "chunks": ({}, 1000),  # chunks of 1000 B: most results straddle chunk boundaries
-    "driver": ({"staging_max_bytes": 0}, None),  # every read past the staging limit
+    "device copy": ({"staging_max_bytes": 0}, None),  # every read past the staging limit
 }
 
 
@@ -239,6 +240,7 @@ def path_client(request, make_client, monkeypatch):  # type: ignore[no-untyped-d
     options, chunk = PATHS[request.param]
     if chunk is not None:
         monkeypatch.setattr(server_module, "_READ_CHUNK", chunk)
+        monkeypatch.setattr(server_module, "_SNAPSHOT_MIN", 1 << 30)
     return make_client(**options)
 
 
@@ -282,11 +284,12 @@ def test_reads_come_after_the_streams_earlier_work(path_client) -> None:  # type
 @pytest.mark.parametrize(
     "options, chunk",
     [({}, None), ({}, 1 << 20), ({"staging_max_bytes": 0}, None)],
-    ids=["two 8 MiB chunks", "1 MiB chunks", "driver"],
+    ids=["device copy", "1 MiB chunks", "device copy below the staging limit"],
 )
 def test_a_read_allocates_one_host_copy_of_its_bytes(make_client, monkeypatch, options, chunk) -> None:  # type: ignore[no-untyped-def]
-    if chunk is not None:
+    if chunk is not None:  # pinned chunks: the read stays below the device-copy threshold
         monkeypatch.setattr(server_module, "_READ_CHUNK", chunk)
+        monkeypatch.setattr(server_module, "_SNAPSHOT_MIN", 1 << 30)
     client = make_client(**options)
     n = 2 * HUGEPAGE_MIN + 1
     h = client.create(np.ones(n, dtype=np.uint8))
@@ -355,9 +358,11 @@ def test_a_large_read_snapshots_the_bytes_and_downloads_them_outside_the_lock(mo
     np.testing.assert_array_equal(client.to_numpy(h, "i32"), np.arange(n) + 1)
 
 
-def test_a_large_read_without_room_for_its_copy_downloads_directly(mode, make_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    client = make_client(staging_max_bytes="64KiB")
-    data = np.random.default_rng(11).integers(0, 256, 1 << 20, dtype=np.uint8)
+@pytest.mark.parametrize("limit, pinned", [("64KiB", False), ("64MiB", True)])
+def test_a_large_read_without_room_for_its_device_copy(mode, make_client, monkeypatch, limit, pinned) -> None:  # type: ignore[no-untyped-def]
+    # Up to staging_max_bytes through pinned memory (still asynchronous); beyond, the driver's way.
+    client = make_client(staging_max_bytes=limit)
+    data = np.random.default_rng(11).integers(0, 256, (4 << 20) + 3, dtype=np.uint8)
     h = client.create(data)
     server = client.server
 
@@ -365,7 +370,10 @@ def test_a_large_read_without_room_for_its_copy_downloads_directly(mode, make_cl
         raise OutOfMemoryError(nbytes, in_use=0, reserved=0, limit=None)
 
     monkeypatch.setattr(server, "empty", full)
+    calls = spy_copies(client)
     assert bytes(client.read_one(h)) == data.tobytes()
+    d2h = [(dst, size) for dst, _, size, kind in calls if kind == 2]
+    assert d2h and all(server.pinned.contains(dst, size) == pinned for dst, size in d2h)
 
 
 class _Blocker:
