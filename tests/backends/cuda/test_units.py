@@ -425,7 +425,8 @@ def test_bench_runs_end_to_end_on_the_fake(monkeypatch: pytest.MonkeyPatch, tmp_
     }
     assert report["environment"]["device"] == "Fake GPU"
     download = report["results"]["download"]
-    assert download["large"]["bytes"] == 4 << 20 and download["staged"]["staged"]
+    assert download["large"]["bytes"] == 4 << 20 and download["2 MiB"]["path"] == "pinned"
+    assert set(download) == {"large", "16 MiB", "2 MiB", "seconds"}
     assert download["large"]["cubeplug_read_GBps"] > 0 and download["large"]["cupy_get_GBps"] > 0
 
     only = tmp_path / "download.json"
