@@ -47,12 +47,12 @@ class SlicedPool(LendingPool):
     The usage figures are counted over the pages when asked for, so that lending and freeing a
     slice only touch the slice and its page. A reservation first reuses a freed slice of exactly its
     padded size (the most recently freed one still intact), so that the steady state of freeing
-    and reserving one size costs O(1); memory management goes one step further and lends the
-    slice freed first again without a call when its size fits (:meth:`reuse_entry`). Otherwise it
-    takes the first free slice that fits, over pages in the order they were allocated and offsets
-    in a page, coalescing adjacent free slices as it goes, and splits off the aligned remainder.
-    Pages are returned to the storage only by an explicit cleanup, and only when no slice of them
-    is lent.
+    and reserving one size costs O(1); the server's allocation path goes one step further and
+    lends the slice freed first again without a call when its size fits (:meth:`reuse_entry`).
+    Otherwise it takes the first free slice that fits, over pages in the order they were allocated
+    and offsets in a page, coalescing adjacent free slices as it goes, and splits off the aligned
+    remainder. Pages are returned to the storage only by an explicit cleanup, and only when no
+    slice of them is lent.
     """
 
     kind = "sliced"
@@ -96,7 +96,8 @@ class SlicedPool(LendingPool):
         return self._first_fit(size, padded)
 
     def reuse_entry(self, size: int) -> tuple[deque[_Slice], int, Callable[[_Slice], object]]:
-        """What memory management needs to lend a slice of ``size`` bytes again without a call.
+        """What the allocation hot path needs to lend a slice of ``size`` bytes again without a call
+        (memory management keeps these entries in ``MemoryManagement.reuse``).
 
         ``(freed, padded, release)``: when the record at the left of ``freed`` (the slice whose
         token died first) has ``size == padded``, taking it off the deque, setting its
