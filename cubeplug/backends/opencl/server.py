@@ -315,15 +315,14 @@ class OpenCLServer(ComputeServer):
             changed = [f"s{j} != held[{j}]" for j in range(n)]
             changed += [f"s{j} == 0" for j, p in enumerate(kernel.scalar_params) if p.dtype.startswith("f")]
             lines += [
-                f"if {' or '.join(changed)}:",
-                "    try:",
+                "try:",
+                f"    if {' or '.join(changed)}:",
                 *[f"        args[{3 * j + 2}] = s{j}" for j in range(n)],
                 "        set_scalars(tuple(args))",
-                "    except ScalarErrors as e:  # unchecked plans only",
-                "        held[:] = [UNSET] * len(held)",
-                "        raise ValidationError(f'kernel {prog.name!r} scalars {list(scalars)!r}: {e}')"
-                " from e",
-                *[f"    held[{j}] = s{j}" for j in range(n)],
+                *[f"        held[{j}] = s{j}" for j in range(n)],
+                "except ScalarErrors as e:  # unchecked plans only",
+                "    held[:] = [UNSET] * len(held)",
+                "    raise ValidationError(f'kernel {prog.name!r} scalars {list(scalars)!r}: {e}') from e",
             ]
         dims = [f"count.{a}" + (f" * {d}" if d != 1 else "") for a, d in zip("xyz", prog.local, strict=True)]
         lines += [

@@ -50,6 +50,9 @@ def test_an_unchecked_scalar_of_the_wrong_kind_is_a_validation_error() -> None:
             client.launch_unchecked(MIX, 1, [out], ["x", 1, 1, True])
         with pytest.raises(ValidationError, match="kernel .scalar_mix. scalars"):
             client.launch_unchecked(MIX, 1, [out], [1.0, 1])
+        for _ in range(2):  # an array where a number goes: refused, every time
+            with pytest.raises(ValidationError, match="kernel .scalar_mix. scalars"):
+                client.launch_unchecked(MIX, 1, [out], [np.ones(3), 1, 1, True])
         client.launch(MIX, 1, [out], VALUES)  # the client keeps working
         assert client.to_numpy(out, "i64").tolist() == EXPECTED
     finally:
