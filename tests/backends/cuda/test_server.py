@@ -276,6 +276,16 @@ def test_grid_beyond_the_device_is_a_launch_error_and_client_survives(client) ->
 
 
 # ---------------------------------------------------------------------- bad inputs and limits
+def test_unchecked_launches_refuse_values_that_do_not_pack(client) -> None:  # type: ignore[no-untyped-def]
+    keep = client.create(f32(1, 2, 3, 4))
+    client.launch_unchecked(FILL, 1, [keep], [5.0, 1])  # builds the unchecked plan
+    for values in (["x", 1], [1.0, -1], [np.ones(3), 1], [1.0, 2**40]):
+        with pytest.raises(ValidationError, match="kernel arguments"):
+            client.launch_unchecked(FILL, 1, [keep], values)
+    client.launch_unchecked(FILL, 1, [keep], [np.float32(7.0), np.uint32(2)])  # numpy scalars as given
+    np.testing.assert_array_equal(client.to_numpy(keep, "f32"), [7, 7, 3, 4])
+
+
 def test_bad_inputs_keep_other_handles_intact(client, make_client) -> None:  # type: ignore[no-untyped-def]
     keep = client.create(f32(1, 2, 3, 4))
     other = make_client().create(f32(0))
