@@ -228,6 +228,17 @@ def spy_copies(client: Any) -> list[tuple[int, int, int, int]]:
     return calls
 
 
+def views_end_to_end(client: Any, sizes: list[int], seed: int) -> tuple[np.ndarray, list[Any]]:
+    """Random bytes in one allocation, and a view of it per size, laid end to end."""
+    data = np.random.default_rng(seed).integers(0, 256, sum(sizes), dtype=np.uint8)
+    whole = client.create(data)
+    views, at = [], 0
+    for n in sizes:
+        views.append(whole.offset_start(at).offset_end(data.size - at - n))
+        at += n
+    return data, views
+
+
 PATHS = {  # the pinned paths at every size the tests read (no device copy), then the device copy
     "one block": ({}, 1 << 30),
     "chunks": ({}, 1000),  # chunks of 1000 B: most results straddle chunk boundaries
@@ -307,12 +318,7 @@ def test_a_read_allocates_one_host_copy_of_its_bytes(make_client, monkeypatch, o
 def test_the_driver_path_copies_straight_into_the_results(mode, make_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     client = make_client(staging_max_bytes="1MiB")
     sizes = [(1 << 20) + 1, HUGEPAGE_MIN + 3, 0, 5]
-    data = np.random.default_rng(8).integers(0, 256, sum(sizes), dtype=np.uint8)
-    whole = client.create(data)
-    views, at = [], 0
-    for n in sizes:
-        views.append(whole.offset_start(at).offset_end(data.size - at - n))
-        at += n
+    data, views = views_end_to_end(client, sizes, seed=8)
     filled = no_zero_fill(monkeypatch)
     calls = spy_copies(client)
     got = client.read(views)
@@ -391,12 +397,7 @@ def test_staged_reads_go_through_pinned_chunks_with_an_event_each(mode, make_cli
     client = make_client()
     server = client.server
     sizes = [5000, 1, 0, 9000]
-    data = np.random.default_rng(9).integers(0, 256, sum(sizes), dtype=np.uint8)
-    whole = client.create(data)
-    views, at = [], 0
-    for n in sizes:
-        views.append(whole.offset_start(at).offset_end(data.size - at - n))
-        at += n
+    data, views = views_end_to_end(client, sizes, seed=9)
     filled = no_zero_fill(monkeypatch)
     calls = spy_copies(client)
     flushes: list[Any] = []
