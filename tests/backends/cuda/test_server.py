@@ -31,6 +31,7 @@ from tests.backends.cuda.kernels import (
     bump_kernel,
     store_kernel,
 )
+from tests.backends.sync_stall import assert_sync_does_not_stall
 
 
 def f32(*v: float) -> np.ndarray:
@@ -575,8 +576,6 @@ def test_memory_used_by_another_stream_is_not_reused_while_in_use(mode, client) 
 
 
 def test_a_thread_waiting_in_sync_does_not_stall_other_threads(mode, client) -> None:  # type: ignore[no-untyped-def]
-    import time
-
     if mode == "fake":
         pytest.skip("the host-memory stand-in has no device time to wait for")
     from cubeplug import Buffer, Kernel, Scalar
@@ -594,24 +593,9 @@ def test_a_thread_waiting_in_sync_does_not_stall_other_threads(mode, client) -> 
     out = client.empty(4 * 128)
     client.launch(spin, 1, [out], [1])
     client.sync()
-    started = threading.Event()
-
-    def launch_and_sync() -> None:  # its own stream: the sync waits for this launch
-        client.launch(spin, 1, [out], [50_000_000])
-        started.set()
-        client.sync()
-
-    t0 = time.perf_counter()
-    syncing = threading.Thread(target=launch_and_sync)
-    syncing.start()
-    assert started.wait(30)
-    time.sleep(0.02)  # let the sync begin waiting
-    client.memory_usage()  # needs the client's lock, not the device
-    t_other = time.perf_counter()
-    syncing.join(60)
-    t_sync = time.perf_counter()
-    assert not syncing.is_alive()
-    assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
+    assert_sync_does_not_stall(
+        client, lambda: client.launch(spin, 1, [out], [50_000_000]), client.memory_usage
+    )
 
 
 def test_a_thread_whose_first_cuda_call_is_a_launch(client) -> None:  # type: ignore[no-untyped-def]

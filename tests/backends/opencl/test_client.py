@@ -27,6 +27,7 @@ from tests.backends.opencl.kernels import (
     VEC4,
     add_scalar,
 )
+from tests.backends.sync_stall import assert_sync_does_not_stall
 
 pytestmark = requires_opencl
 
@@ -495,27 +496,10 @@ def test_process_exits_cleanly_with_work_pending() -> None:
 
 
 def test_a_thread_waiting_in_sync_does_not_stall_other_threads(client) -> None:  # type: ignore[no-untyped-def]
-    import time
-
     n = 1 << 12
     x = client.create(np.zeros(n, np.int32))
     client.sync()
     rounds = 200_000 if client.properties["device_type"] != "gpu" else 20_000_000
-    started = threading.Event()
-
-    def launch_and_sync() -> None:  # its own stream: the sync waits for this launch
-        client.launch(SLOW, n // 64, [x], [rounds])
-        started.set()
-        client.sync()
-
-    t0 = time.perf_counter()
-    syncing = threading.Thread(target=launch_and_sync)
-    syncing.start()
-    assert started.wait(30)
-    time.sleep(0.02)  # let the sync begin waiting
-    client.memory_usage()  # needs the client's lock, not the device
-    t_other = time.perf_counter()
-    syncing.join(60)
-    t_sync = time.perf_counter()
-    assert not syncing.is_alive()
-    assert (t_other - t0) < 0.5 * (t_sync - t0), (t_other - t0, t_sync - t0)
+    assert_sync_does_not_stall(
+        client, lambda: client.launch(SLOW, n // 64, [x], [rounds]), client.memory_usage
+    )
