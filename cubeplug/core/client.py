@@ -38,10 +38,13 @@ class ComputeClient:
         self._server = server
         self._lock = self._channel.lock
         self._acquire = self._lock.acquire
-        self._server_empty = server.empty
         self._release = self._lock.release
         #: Every thread maps to stream 0 (the "single" streaming policy).
         self._single = server.config.streaming.policy == "single"
+        # ``empty`` is the server's closure over this client's stream lookup and lock: the method
+        # below spelled as one frame, which lends a freed slice of the exact size again without the
+        # lock (ComputeServer.empty_path says how that is safe). Same behaviour, a third less time.
+        self.empty = server.empty_path(self._single, self._lock)  # type: ignore[method-assign,assignment]
         server.client = self
         self._profile = ProfileLog(server.config.profiling.level)
         self._profiling = self._profile.enabled  # the level is fixed for the client's life
@@ -94,11 +97,8 @@ class ComputeClient:
             sid = 0 if self._single else _local.stack[-1]
         except AttributeError:
             sid = self._sid()
-        self._acquire()  # not ``with``: half the cost on the hot paths
-        try:
-            return self._server_empty(nbytes, sid)
-        finally:
-            self._release()
+        with self._lock:
+            return self._server.empty(nbytes, sid)
 
     def create(self, data: Any) -> Handle:
         """A handle holding a copy of ``data`` (bytes-like or numpy array)."""

@@ -37,7 +37,7 @@ from cubeplug.core.memory import (
 from cubeplug.core.plans import Plan, QueueCode, make_plan
 from cubeplug.core.profile import ProfileDuration, ProfileToken
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
-from cubeplug.core.stream import StreamPool
+from cubeplug.core.stream import StreamPool, _local, current_stream_id
 
 _new = object.__new__
 _server_ids = itertools.count(1)
@@ -160,36 +160,80 @@ class ComputeServer(ABC):
         return [mm for _, mm in self._memories.created()]
 
     def empty(self, nbytes: int, stream_id: int) -> Handle:
-        """A handle to ``nbytes`` of uninitialised device memory."""
+        """A handle to ``nbytes`` of uninitialised device memory (under the client's lock)."""
         if type(nbytes) is not int or nbytes < 0:
             nbytes = _byte_count(nbytes)
         mm = self._mm_shared or self._mm_slots[stream_id % self._mm_count] or self._memories.get(stream_id)
-        handle = _new(Handle)  # Handle(token, self, nbytes, stream_id) without the call: the hot path
-        reuse = mm.reuse.get(nbytes)
-        until = mm.until_check
-        if reuse is not None and reuse[0] and until > 1:
-            # The slice freed first has this size's padded size: lend it again as it is, without a
-            # call (the protocol of SlicedPool.reuse_entry; see MemoryManagement.reuse).
-            freed, padded, release = reuse
-            record = freed[0]
-            if record.size == padded:
-                mm.until_check = until - 1
-                freed.popleft()
-                record.requested = nbytes
-                token = handle._memory = _new(SliceToken)
-                token.storage = record.storage
-                token.stream = stream_id
-                token._record = record
-                token._release = release
-            else:
-                handle._memory = mm.reserve(nbytes, stream_id)
-        else:
-            handle._memory = mm.reserve(nbytes, stream_id)
-        handle._owner = self
-        handle.nbytes = nbytes
-        handle.stream = stream_id
-        handle.start = handle.end = 0
-        return handle
+        return Handle(mm.reserve(nbytes, stream_id), self, nbytes, stream_id)
+
+    def empty_path(self, single: bool, lock: Any) -> Callable[[int], Handle]:
+        """The client's ``empty(nbytes)``: a freed slice of the exact size lent again without the
+        lock, otherwise :meth:`empty` under ``lock``.
+
+        The thread's stream is found as the client finds it: ``0`` when ``single``, else the top of
+        the thread's stream stack (through :meth:`stream_id` on a thread that has none yet). The
+        lock-free part is the protocol of ``MemoryManagement.reuse`` (see ``SlicedPool.reuse_entry``):
+        the record at the left of the pool's ``freed`` deque is taken off in one atomic ``popleft``,
+        so no two threads ever get the same one, lent again when its size is the padded size, and
+        otherwise put back where it was. Each reservation still counts towards the idle checks
+        (a count lost to a race only delays one check). A server whose class overrides
+        :meth:`empty` gets no lock-free path: every call goes to its ``empty`` under the lock.
+        """
+        acquire, release, general = lock.acquire, lock.release, self.empty
+        me: Any = self
+        if type(self).empty is not ComputeServer.empty:
+
+            def locked_empty(nbytes: int) -> Handle:
+                try:
+                    sid = 0 if single else _local.stack[-1]
+                except AttributeError:
+                    sid = me.stream_id(current_stream_id())
+                with lock:
+                    return general(nbytes, sid)
+
+            return locked_empty
+        shared, slots, nslots = self._mm_shared, self._mm_slots, self._mm_count
+
+        def empty(nbytes: int) -> Handle:
+            try:
+                sid = 0 if single else _local.stack[-1]
+            except AttributeError:
+                sid = me.stream_id(current_stream_id())
+            mm = shared or slots[sid % nslots]
+            if mm is not None and type(nbytes) is int:
+                reuse = mm.reuse.get(nbytes)
+                if reuse is not None:
+                    until = mm.until_check
+                    freed, padded, release_record = reuse
+                    if until > 1 and freed:
+                        try:
+                            record = freed.popleft()  # atomic: the record is this thread's alone
+                        except IndexError:  # another thread took the last one
+                            pass
+                        else:
+                            if record.size == padded:
+                                mm.until_check = until - 1
+                                record.requested = nbytes
+                                # Handle(token, server, nbytes, sid) without the calls: the hot path
+                                handle = _new(Handle)
+                                token = handle._memory = _new(SliceToken)
+                                token.storage = record.storage
+                                token.stream = sid
+                                token._record = record
+                                token._release = release_record
+                                handle._owner = me
+                                handle.nbytes = nbytes
+                                handle.stream = sid
+                                handle.start = handle.end = 0
+                                return handle
+                            freed.appendleft(record)  # another size: back where it was
+            acquire()  # not ``with``: half the cost on the hot paths
+            try:
+                return general(nbytes, sid)
+            finally:
+                release()
+
+        return empty
 
     def create(self, data: Any, stream_id: int) -> Handle:
         """A handle holding a copy of ``data`` (bytes-like or numpy array)."""

@@ -562,3 +562,104 @@ def test_empty_lends_the_slice_freed_first_again_when_its_padded_size_fits(cpu_c
     assert other.memory().storage is second
     del a, again, other
     assert cpu_client.memory_usage().bytes_in_use == 0
+
+
+def test_threads_allocating_without_the_lock_never_get_the_same_slice() -> None:
+    """``empty`` lends freed slices again without the client's lock (ComputeServer.empty_path):
+    four threads on one stream's pools allocate and drop two sizes while a fifth drains the pools
+    under the lock (usage, cleanup); no slice may ever back two live handles, or be too small."""
+    import sys
+
+    from cubeplug.backends.cpu.server import CpuServer
+    from cubeplug.backends.cpu.storage import CpuStorage
+    from cubeplug.core.client import ComputeClient
+    from cubeplug.core.config import Config
+
+    config = Config()
+    config.streaming.policy = "single"  # every thread on the same pools
+    server = CpuServer(CpuStorage(), config)
+    locked = server.empty
+    general: list[int] = []
+
+    def counted(nbytes: int, sid: int) -> Handle:
+        general.append(nbytes)
+        return locked(nbytes, sid)
+
+    server.empty = counted  # type: ignore[method-assign]
+    client = ComputeClient(server)
+    live: set[tuple[int, int]] = set()
+    guard = threading.Lock()
+    errors: list[str] = []
+    done = threading.Event()
+
+    def allocate() -> None:
+        held: list[tuple[Handle, tuple[int, int]]] = []
+        for i in range(3000):
+            nbytes = 4096 if i % 5 else 5000  # a freed slice of the other size is put back
+            h = client.empty(nbytes)
+            region = h.memory().storage
+            key = (region.id, region.offset)
+            with guard:
+                if region.size < nbytes:
+                    errors.append(f"{nbytes} bytes lent a slice of {region.size}")
+                if key in live:
+                    errors.append(f"slice {key} lent to two live handles")
+                live.add(key)
+            held.append((h, key))
+            if len(held) > 2 or i % 7 == 0:
+                old, old_key = held.pop(0)
+                with guard:
+                    live.discard(old_key)  # before the handle dies: its slice may then be lent again
+                del old
+        with guard:
+            for _, key in held:
+                live.discard(key)
+
+    def drain() -> None:
+        while not done.is_set():
+            client.memory_usage()
+            client.memory_cleanup()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        workers = [threading.Thread(target=allocate) for _ in range(4)]
+        drainer = threading.Thread(target=drain)
+        drainer.start()
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        done.set()
+        drainer.join()
+    finally:
+        sys.setswitchinterval(interval)
+    try:
+        assert errors == []
+        assert client.memory_usage().number_allocs == 0  # every record came back
+        assert len(general) < 4 * 3000 // 2, "most reservations took the lock-free path"
+        assert 0.9 * 4 * 3000 <= server.memory(0).reservations <= 4 * 3000  # races lose a few counts
+    finally:
+        client.close()
+
+
+def test_a_server_that_overrides_empty_gets_every_call() -> None:
+    from cubeplug.backends.cpu.server import CpuServer
+    from cubeplug.backends.cpu.storage import CpuStorage
+    from cubeplug.core.client import ComputeClient
+    from cubeplug.core.config import Config
+
+    calls: list[int] = []
+
+    class Counting(CpuServer):
+        def empty(self, nbytes: int, stream_id: int) -> Handle:
+            calls.append(nbytes)
+            return super().empty(nbytes, stream_id)
+
+    client = ComputeClient(Counting(CpuStorage(), Config()))
+    try:
+        for _ in range(10):
+            client.empty(1000)  # the same size again and again: the exact-reuse case
+        assert calls == [1000] * 10
+    finally:
+        client.close()

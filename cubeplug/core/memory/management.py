@@ -85,8 +85,9 @@ class MemoryManagement:
         self._routes: dict[int, tuple[MemoryPool, ...]] = {}
         #: Sizes a sliced pool may lend again without a call: ``size -> SlicedPool.reuse_entry(size)``,
         #: filled by :meth:`reserve` only while no persistent memory is in play, emptied as soon as
-        #: some is. The owner's allocation hot path (``ComputeServer.empty``) lends from it directly,
-        #: counting each reservation in :attr:`until_check` while that stays above 1.
+        #: some is. The client's allocation hot path (``ComputeServer.empty_path``) lends from it
+        #: directly, without the client's lock, counting each reservation in :attr:`until_check`
+        #: while that stays above 1.
         self.reuse: dict[int, tuple[deque[Any], int, Callable[[Any], object]]] = {}
         self._policy = persistent
         self._modes: list[AllocationMode] = []

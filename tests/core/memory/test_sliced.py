@@ -200,6 +200,42 @@ def test_tokens_dropped_in_other_threads_are_freed(source: PageSource) -> None:
     assert pool.usage().bytes_in_use == 200 * KiB
 
 
+def test_a_drain_stops_when_another_thread_took_the_last_freed_slice(source: PageSource) -> None:
+    """A client's lock-free ``empty`` may pop the deque between a drain's test and its ``popleft``."""
+    pool = SlicedPool(source, 1 << 20, 1 << 20)
+    kept = reserve(pool, KiB)
+    freed = pool._freed
+
+    class Raced(type(freed)):  # type: ignore[misc]
+        def __len__(self) -> int:  # the drain's test sees a record another thread then takes
+            return 1
+
+    pool._freed = Raced()
+    try:
+        pool._drain()  # returns instead of raising IndexError
+        assert pool.usage().number_allocs == 1
+    finally:
+        pool._freed = freed
+    del kept
+    assert pool.usage().number_allocs == 0
+
+
+def test_the_reuse_entry_protocol_lends_the_slice_freed_first_or_puts_it_back(source: PageSource) -> None:
+    pool = SlicedPool(source, 1 << 20, 1 << 20)
+    small, big = reserve(pool, 300), reserve(pool, 3 * KiB)
+    small_region, big_region = small.storage, big.storage
+    freed, padded, _ = pool.reuse_entry(300)
+    assert padded == 512  # the pool's 256-byte alignment
+    del big, small  # freed in that order: the big slice is at the left
+    record = freed.popleft()
+    assert record.size != padded
+    freed.appendleft(record)  # another size: back where it was, still lent
+    assert [r.storage for r in freed] == [big_region, small_region]
+    assert pool.usage().number_allocs == 0  # a drain takes both back
+    assert reserve(pool, 3 * KiB).storage is big_region
+    assert reserve(pool, 300).storage is small_region
+
+
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("reserve"), st.integers(0, PAGE)),

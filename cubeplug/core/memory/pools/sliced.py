@@ -99,12 +99,13 @@ class SlicedPool(LendingPool):
         """What the allocation hot path needs to lend a slice of ``size`` bytes again without a call
         (memory management keeps these entries in ``MemoryManagement.reuse``).
 
-        ``(freed, padded, release)``: when the record at the left of ``freed`` (the slice whose
-        token died first) has ``size == padded``, taking it off the deque, setting its
-        ``requested`` to the size and lending its ``storage`` in a token released by ``release``
-        is exactly what :meth:`try_reserve` would do, less the bookkeeping of marking the slice
-        free and taking it again. Tokens only append on the right, so the left end is stable
-        under the owner's lock.
+        ``(freed, padded, release)``: take the record at the left of ``freed`` (the slice whose
+        token died first) off the deque in one ``popleft``; when its ``size == padded``, setting
+        its ``requested`` to the size and lending its ``storage`` in a token released by
+        ``release`` is exactly what :meth:`try_reserve` would do, less the bookkeeping of marking
+        the slice free and taking it again; otherwise put it back with ``appendleft``. This needs
+        no lock (``ComputeServer.empty_path`` runs it without one): the record stays lent, so its
+        page stays in use, and the drains take records with ``popleft`` alone.
         """
         a = self._align
         return self._freed, -(-size // a) * a or a, self._on_free
@@ -173,7 +174,10 @@ class SlicedPool(LendingPool):
         freed = self._freed
         free_sizes = self._free_sizes
         while freed:
-            s = freed.popleft()
+            try:  # a client's lock-free empty may take the last one meanwhile
+                s = freed.popleft()
+            except IndexError:
+                break
             if s.free:  # never expected: a record is queued once per token
                 continue
             s.free = True
