@@ -4,6 +4,9 @@
 
 Compares raw enqueues of 1-D and 3-D sizes, on the client's kernel object and on a fresh one,
 with ``client.launch`` and with ``client.launch`` whose enqueue is a no-op (pure Python cost).
+The control "raw + busy" puts a little pure-Python work (a 12-step loop, timed alone as "busy")
+between raw enqueues: on PoCL with few cores, the raw figure rises by several times that work,
+because a slower stream of enqueues lets PoCL's worker threads fall asleep between kernels.
 """
 from __future__ import annotations
 
@@ -68,8 +71,27 @@ def ours_noop(n: int) -> None:
         server._enqueue = real
 
 
+def busy(k: int) -> int:
+    s = 0
+    for i in range(k):
+        s += i
+    return s
+
+
+def raw_busy(n: int) -> None:
+    for _ in range(n):
+        enq(queue, raw, (64,), (64,))
+        busy(12)
+
+
+def busy_only(n: int) -> None:
+    for _ in range(n):
+        busy(12)
+
+
 fns = {"raw 1-D": raw1, "raw 3-D": raw3, "raw 3-D, client's kernel": ours_kernel3,
-       "client.launch": ours, "client.launch, no-op enqueue": ours_noop}
+       "client.launch": ours, "client.launch, no-op enqueue": ours_noop,
+       "raw 1-D + busy": raw_busy, "busy": busy_only}
 best = {name: 1e9 for name in fns}
 for _ in range(15):
     for name, fn in fns.items():
@@ -80,3 +102,10 @@ for _ in range(15):
         best[name] = min(best[name], (time.perf_counter() - t0) / 2000 * 1e6)
 for name, us in best.items():
     print(f"{name:32s} {us:7.3f} us")
+
+# The same as the bench's goal figure (bench/paired.py): client.launch, and the control, against raw.
+from paired import paired  # noqa: E402
+
+for name, fn in (("client.launch", ours), ("raw 1-D + busy", raw_busy)):
+    p = paired(fn, raw1, 4000, drain=queue.finish)
+    print(f"paired {name} / raw 1-D: {p['ratio_median']:.3f} (IQR {p['ratio_iqr']})")
