@@ -44,7 +44,9 @@ class ComputeClient:
         # ``empty`` is the server's closure over this client's stream lookup and lock: the method
         # below spelled as one frame, which lends a freed slice of the exact size again without the
         # lock (ComputeServer.empty_path says how that is safe). Same behaviour, a third less time.
-        self.empty = server.empty_path(self._single, self._lock)  # type: ignore[method-assign,assignment]
+        fast_empty = server.empty_path(self._single, self._lock)
+        if fast_empty is not None:
+            self.empty = fast_empty  # type: ignore[method-assign,assignment]
         server.client = self
         self._profile = ProfileLog(server.config.profiling.level)
         self._profiling = self._profile.enabled  # the level is fixed for the client's life

@@ -166,7 +166,7 @@ class ComputeServer(ABC):
         mm = self._mm_shared or self._mm_slots[stream_id % self._mm_count] or self._memories.get(stream_id)
         return Handle(mm.reserve(nbytes, stream_id), self, nbytes, stream_id)
 
-    def empty_path(self, single: bool, lock: Any) -> Callable[[int], Handle]:
+    def empty_path(self, single: bool, lock: Any) -> Callable[[int], Handle] | None:
         """The client's ``empty(nbytes)``: a freed slice of the exact size lent again without the
         lock, otherwise :meth:`empty` under ``lock``.
 
@@ -176,22 +176,13 @@ class ComputeServer(ABC):
         the record at the left of the pool's ``freed`` deque is taken off in one atomic ``popleft``,
         so no two threads ever get the same one, lent again when its size is the padded size, and
         otherwise put back where it was. Each reservation still counts towards the idle checks
-        (a count lost to a race only delays one check). A server whose class overrides
-        :meth:`empty` gets no lock-free path: every call goes to its ``empty`` under the lock.
+        (a count lost to a race only delays one check). None when the server's class overrides
+        :meth:`empty`: the client then calls that under the lock every time.
         """
+        if type(self).empty is not ComputeServer.empty:
+            return None
         acquire, release, general = lock.acquire, lock.release, self.empty
         me: Any = self
-        if type(self).empty is not ComputeServer.empty:
-
-            def locked_empty(nbytes: int) -> Handle:
-                try:
-                    sid = 0 if single else _local.stack[-1]
-                except AttributeError:
-                    sid = me.stream_id(current_stream_id())
-                with lock:
-                    return general(nbytes, sid)
-
-            return locked_empty
         shared, slots, nslots = self._mm_shared, self._mm_slots, self._mm_count
 
         def empty(nbytes: int) -> Handle:
