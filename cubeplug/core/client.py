@@ -83,8 +83,9 @@ class ComputeClient:
 
     @property
     def server(self) -> ComputeServer:
-        """The server behind this client (for backend authors and tests)."""
-        return self._server
+        """The server behind this client (for backend authors and tests); closed once the client is."""
+        server = self._server
+        return server.closed if type(server) is _ClosedServer else server
 
     def __repr__(self) -> str:
         return f"<ComputeClient {self._server.info}>"
@@ -343,15 +344,51 @@ class ComputeClient:
         data = self.read_one(handle)
         return other.create(data)
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran: every call then raises ValidationError."""
+        return type(self._server) is _ClosedServer
+
     def close(self) -> None:
-        """Wait for queued work and release the device; the client is unusable afterwards."""
+        """Wait for queued work and release the device; later calls raise ValidationError.
+
+        Closing twice is harmless. Handles of the client may still be dropped; using them (or the
+        client) raises. ``cubeplug.client()`` makes a new client in place of a closed one.
+        """
         with self._lock:
+            server = self._server
+            if type(server) is _ClosedServer:
+                return
             try:
-                self._server.sync_all()
+                server.sync_all()
             except DeviceLostError:
                 pass  # nothing to wait for on a lost device: closing it only releases what is left
             finally:
-                self._server.close()
+                # Every path now reaches the stand-in, which raises, and never the released device
+                # (a closed WebGPU device aborts the process on a submit).
+                self._server = _ClosedServer(server)  # type: ignore[assignment]
+                self._plans = {}
+                self._unchecked_plans = {}
+                self.__dict__.pop("empty", None)  # the lock-free closure over the server's pools
+                server.close()
+
+
+class _ClosedServer:
+    """What a closed client's calls reach: its identity, and ValidationError for anything else."""
+
+    __slots__ = ("backend", "closed", "info")
+
+    def __init__(self, server: ComputeServer) -> None:
+        self.backend = server.backend
+        self.info = server.info
+        #: The server that was closed (``client.server`` still gives it, for tests and backend authors).
+        self.closed = server
+
+    def __getattr__(self, name: str) -> Any:
+        raise ValidationError(
+            f"this {self.backend} client ({self.info}) was closed; get a new client with "
+            f"cubeplug.client(...) (it replaces a closed one)"
+        )
 
 
 #: Counts given as ints or tuples, converted once (a static CubeCount is never changed after it is

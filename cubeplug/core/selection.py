@@ -223,11 +223,11 @@ def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeC
         tuple(sorted((k, repr(v)) for k, v in overrides.items())),
     )
     cached = _clients.get(key)
-    if cached is not None:
+    if cached is not None and not cached.closed:
         return cached
     with _clients_lock:
         cached = _clients.get(key)
-        if cached is not None:
+        if cached is not None and not cached.closed:  # a closed client is replaced
             return cached
         config = with_overrides(eff, overrides) if overrides else eff
         if sel.filter is not None:

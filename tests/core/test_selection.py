@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cubeplug.core import config as cfgmod
@@ -179,6 +180,17 @@ def test_clients_are_cached_per_backend_and_device(site: Installer, monkeypatch:
     assert {id(c) for c in selection.clients()} == {id(cpu), id(dummy), id(limited)}
     with pytest.raises(BackendUnavailableError, match="cpu:1 does not exist"):
         selection.client("cpu:1")
+
+
+def test_a_closed_cached_client_is_replaced(site: Installer) -> None:
+    site("good")
+    cpu = selection.client("cpu")
+    cpu.close()
+    again = selection.client("cpu")
+    assert again is not cpu and not again.closed
+    assert again.to_numpy(again.create(np.arange(4, dtype=np.int32)), "i32").tolist() == [0, 1, 2, 3]
+    assert selection.client("cpu") is again
+    assert cpu not in selection.clients()
 
 
 def test_selector_filter_reaches_the_backend_options(site: Installer) -> None:

@@ -34,6 +34,7 @@ from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  #
 from cubeplug.testing.suite.launch import TestCubeCount, TestLaunch  # noqa: E402
 from cubeplug.testing.suite.memory import TestMemory  # noqa: E402
 from cubeplug.testing.suite.runtime import (  # noqa: E402
+    TestClose,
     TestCompileCache,
     TestIdentity,
     TestProfiling,
@@ -43,6 +44,7 @@ from cubeplug.testing.suite.streams import TestStreams  # noqa: E402
 
 __all__ = [
     "TestBadInput",
+    "TestClose",
     "TestCompileCache",
     "TestCubeCount",
     "TestIdentity",

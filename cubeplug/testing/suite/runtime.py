@@ -1,4 +1,5 @@
-"""The rest of the client: identity and declared capabilities, profiling, the compile cache, to_client."""
+"""The rest of the client: identity and declared capabilities, profiling, the compile cache, to_client,
+close."""
 
 from __future__ import annotations
 
@@ -131,3 +132,60 @@ class TestToClient:
         np.testing.assert_array_equal(cubeplug_client.to_numpy(copy, "i32"), data[100:])
         with pytest.raises(ValidationError):
             cubeplug_client.to_client(h, object())
+
+
+class TestClose:
+    """A closed client refuses every call with ValidationError, and never reaches its released device."""
+
+    def test_every_call_of_a_closed_client_raises(
+        self, cubeplug_new_client: Any, cubeplug_cpu_client: Any
+    ) -> None:
+        client = cubeplug_new_client()
+        data = np.arange(64, dtype=np.uint32)
+        h = client.create(data)
+        for _ in range(3):  # the sizes' exact-reuse entries exist: the lock-free path is armed
+            client.empty(256)
+        k = gates.kernel(client, kernels.ADD_ONE) if gates.compiles_suite_dialect(client) else None
+        if k is not None:
+            client.launch(k, 1, [h], [64])
+            client.launch_unchecked(k, 1, [h], [64])
+        backend, device = client.backend, client.device
+        tensor = client.create_tensor(np.zeros((4, 4), np.float32))
+        other = cubeplug_cpu_client.create(data)
+        client.close()
+        assert client.closed
+        client.close()  # closing twice is harmless
+        calls = {
+            "empty": lambda: client.empty(256),
+            "empty (new size)": lambda: client.empty(1000),
+            "create": lambda: client.create(data),
+            "empty_tensor": lambda: client.empty_tensor((4,), "f32"),
+            "create_tensor": lambda: client.create_tensor(data),
+            "memory_usage": client.memory_usage,
+            "memory_report": client.memory_report,
+            "memory_cleanup": client.memory_cleanup,
+            "persistent_memory": lambda: client.persistent_memory().__enter__(),
+            "reserve_staging": lambda: client.reserve_staging([64]),
+            "read": lambda: client.read([h]),
+            "read_async": lambda: client.read_async([h]),
+            "to_numpy": lambda: client.to_numpy(h, "u32"),
+            "read_tensor": lambda: client.read_tensor(tensor),
+            "as_native": lambda: client.as_native(h, "u32"),
+            "flush": client.flush,
+            "sync": client.sync,
+            "sync all streams": lambda: client.sync(all_streams=True),
+            "profile": lambda: client.profile(lambda: None),
+            "to_client from it": lambda: client.to_client(h, cubeplug_cpu_client),
+            "to_client into it": lambda: cubeplug_cpu_client.to_client(other, client),
+        }
+        if k is not None:
+            calls["launch"] = lambda: client.launch(k, 1, [h], [64])
+            calls["launch_unchecked"] = lambda: client.launch_unchecked(k, 1, [h], [64])
+        for name, call in calls.items():
+            with pytest.raises(ValidationError, match="was closed") as info:
+                call()
+            assert "cubeplug.client" in str(info.value), f"{name}: the message says what to do"
+        assert (client.backend, client.device) == (backend, device)  # its identity stays readable
+        assert backend in repr(client) or str(device) in repr(client)
+        np.testing.assert_array_equal(cubeplug_cpu_client.to_numpy(other, "u32"), data)  # others unharmed
+
