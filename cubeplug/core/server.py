@@ -258,9 +258,11 @@ class ComputeServer(ABC):
             raise ValidationError(f"{what} must be a cubeplug Handle, got {type(handle).__name__}")
         if handle._owner is not self:
             owner = getattr(handle._owner, "info", "another client")
+            where = f"another client of the same device ({owner})" if owner == self.info else (
+                f"another client ({owner}), not {self.info}"
+            )
             raise ValidationError(
-                f"{what} belongs to another client ({owner}), not {self.info}; "
-                f"move it with client.to_client(handle, this_client)"
+                f"{what} belongs to {where}; move it with client.to_client(handle, this_client)"
             )
         if handle._memory is None:
             raise ValidationError(f"{what} was dropped with .drop(); create a new handle")
