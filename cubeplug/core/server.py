@@ -186,6 +186,7 @@ class ComputeServer(ABC):
         shared, slots, nslots = self._mm_shared, self._mm_slots, self._mm_count
 
         def empty(nbytes: int) -> Handle:
+            """A handle to ``nbytes`` of uninitialised device memory."""
             try:
                 sid = 0 if single else _local.stack[-1]
             except AttributeError:
