@@ -339,9 +339,7 @@ class ComputeServer(ABC):
         stream_id: int,
     ) -> None:
         """An unchecked launch the plan does not take inline: queued by :meth:`execute` as given."""
-        if count.handle is None and not (count.x and count.y and count.z):
-            return
-        self.execute(stream_id, compiled, count, buffers, scalars)
+        self._execute_unless_empty(stream_id, compiled, count, buffers, scalars)
 
     def _plan(self, kernel: Kernel, mode: ExecutionMode) -> Plan:
         """Check a kernel against the device once, compile it, and make its launch plan."""
@@ -385,6 +383,17 @@ class ComputeServer(ABC):
         if count.handle is not None:
             self._check_dynamic(count.handle)
         scalars = kernel.check_scalars(scalars)
+        self._execute_unless_empty(stream_id, compiled, count, buffers, scalars)
+
+    def _execute_unless_empty(
+        self,
+        stream_id: int,
+        compiled: Compiled,
+        count: CubeCount,
+        buffers: Sequence[Any],
+        scalars: Sequence[Any],
+    ) -> None:
+        """:meth:`execute`, unless a static count has a zero (nothing to run)."""
         if count.handle is None and not (count.x and count.y and count.z):
             return
         self.execute(stream_id, compiled, count, buffers, scalars)
