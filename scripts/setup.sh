@@ -16,6 +16,11 @@ apt_install() {
 # lavapipe (Vulkan on the CPU) for WebGPU; the venv module for the environment.
 apt_install mesa-vulkan-drivers libvulkan1 ocl-icd-libopencl1
 $PY -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+# A C compiler and the Python headers build the OpenCL launcher in C (optional: without them the
+# install goes on and launches run in Python; scripts/test.sh then fails its test that requires it).
+command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
+$PY -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || apt_install python3-dev
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,pocl,webgpu,cli,plot}]"

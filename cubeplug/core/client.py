@@ -59,6 +59,14 @@ class ComputeClient:
         plans: dict[Kernel, Any] = server.launch_plans if checked else server.unchecked_plans
         self._plans = {} if self._profiling else plans
         self._unchecked_plans: dict[Kernel, Any] = {} if self._profiling else server.unchecked_plans
+        # A backend may launch in compiled code (ComputeServer.launch_path): its stand-ins take the
+        # common case and hand everything else to the methods below.
+        if not self._profiling:
+            cls = type(self)
+            for name, plans_checked in (("launch", checked), ("launch_unchecked", False)):
+                fast = server.launch_path(self, plans_checked, getattr(cls, name))
+                if fast is not None:
+                    setattr(self, name, fast)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -370,6 +378,10 @@ class ComputeClient:
                 self._plans = {}
                 self._unchecked_plans = {}
                 self.__dict__.pop("empty", None)  # the lock-free closure over the server's pools
+                for name in ("launch", "launch_unchecked"):  # compiled launch paths (launch_path)
+                    fast = self.__dict__.pop(name, None)
+                    if fast is not None and hasattr(fast, "close"):
+                        fast.close()
                 server.close()
 
 

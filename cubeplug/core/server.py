@@ -293,6 +293,21 @@ class ComputeServer(ABC):
         for mm in self._all_memories():
             mm.push_mode(mode)
 
+    def launch_path(
+        self, client: Any, checked: bool, method: Callable[..., None]
+    ) -> Callable[..., None] | None:
+        """A stand-in for ``client``'s ``method`` (``launch`` or ``launch_unchecked``, the function),
+        which the client installs over it; None, the default: the client keeps its method.
+
+        A backend with a compiled launch path returns it here. It must behave as ``method`` does:
+        take ``(kernel, count, buffers=(), scalars=())``, use the plans of ``checked`` (the checked
+        plans or the unchecked ones), hold the client's lock around the server's work, and hand
+        every case it does not take itself to ``method(client, ...)``. Never asked while the
+        client profiles (profiled launches take the general path). The client calls its ``close()``
+        when it closes, if it has one.
+        """
+        return None
+
     def pop_allocation_mode(self) -> None:
         """Leave the innermost allocation-mode window."""
         self._modes.pop()

@@ -6,6 +6,8 @@ version, e.g. ``"pocl"`` or ``"nvidia"``) and ``device_type`` (``all``, ``gpu``,
 ``accelerator``). The selector ``opencl:<filter>:N`` arrives as ``filter`` and takes the place of
 ``platform`` (or of ``device_type`` when it is ``gpu``, ``cpu`` or ``accelerator``). ``profiling``
 (default true) opens the queues with profiling so that ``client.profile`` times on the device.
+``native_launch`` (default true) launches through the compiled launcher when it is built
+(``launch_path.py``); false keeps every launch in Python.
 One OpenCL context per device is shared by every client.
 """
 
@@ -25,7 +27,7 @@ NAME = "opencl"
 PRIORITY = 20
 INSTALL_HINT = "pip install 'cubeplug[opencl]' (or 'cubeplug[pocl]' for a CPU OpenCL driver)"
 DEVICE_TYPES = ("all", "gpu", "cpu", "accelerator", "default")
-OPTIONS = ("platform", "device_type", "profiling", "filter")
+OPTIONS = ("platform", "device_type", "profiling", "native_launch", "filter")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class OpenCLOptions:
     platform: str | None = None
     device_type: str = "all"
     profiling: bool = True
+    #: Launch through the compiled launcher (launch_path.py) when it is built; false: Python only.
+    native_launch: bool = True
 
 
 def options(config: Config) -> OpenCLOptions:
@@ -58,10 +62,11 @@ def options(config: Config) -> OpenCLOptions:
             f"{where} device_type {raw.get('device_type')!r} is not valid",
             key="device_type", allowed=", ".join(DEVICE_TYPES),
         )
-    profiling = raw.get("profiling", True)
-    if not isinstance(profiling, bool):
-        raise ConfigError(f"{where} profiling must be true or false, got {profiling!r}", key="profiling")
-    return OpenCLOptions(platform.strip() if platform else None, device_type, profiling)
+    flags = {key: raw.get(key, True) for key in ("profiling", "native_launch")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} {key} must be true or false, got {value!r}", key=key)
+    return OpenCLOptions(platform.strip() if platform else None, device_type, **flags)
 
 
 def _matches(platform: Any, needle: str | None) -> bool:

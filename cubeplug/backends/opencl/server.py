@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from cubeplug.backends.opencl import launch_path
 from cubeplug.backends.opencl.compiler import DIALECTS, UNSET, OpenCLProgram, compile_kernel
-from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.backends.opencl.plugin import DeviceContext, options
 from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool, memory_properties
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
 from cubeplug.core.backend import Capabilities, DeviceInfo
@@ -340,6 +341,15 @@ class OpenCLServer(ComputeServer):
             "ValidationError": ValidationError, "ScalarErrors": _SCALAR_ERRORS, "UNSET": UNSET,
         }
         return QueueCode(lines, namespace, self.multistream)
+
+    def launch_path(
+        self, client: Any, checked: bool, method: Callable[..., None]
+    ) -> Callable[..., None] | None:
+        """The compiled launcher (launch_path.py) when it is built and ``native_launch`` is on."""
+        if not options(self.config).native_launch:
+            return None
+        made: Callable[..., None] | None = launch_path.launcher(self, client, checked, method)
+        return made
 
     def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
         from cubeplug.backends.opencl.storage import _code_name
