@@ -3,9 +3,10 @@
     python bench/bench_opencl.py [--device opencl:0] [--json bench/results/opencl-pocl.json] [--quick]
 
 1. Launch overhead: microseconds per ``client.launch`` (checked) and ``client.launch_unchecked`` of a
-   small kernel, against raw ``pyopencl.enqueue_nd_range_kernel`` of the same program on the same
-   queue: with its arguments set once (the floor), and with them set on every launch through
-   PyOpenCL's fastest public path (``set_scalar_arg_dtypes`` + ``kernel(queue, ...)``). Launches are
+   small kernel (and, for comparison, of the Python method that the compiled launcher stands in
+   for), against raw ``pyopencl.enqueue_nd_range_kernel`` of the same program on the same queue:
+   with its arguments set once (the floor), and with them set on every launch through PyOpenCL's
+   fastest public path (``set_scalar_arg_dtypes`` + ``kernel(queue, ...)``). Launches are
    queued in a loop, timed on the host, then the queue is drained outside the timed loop.
 2. Reserve + release of 1 MiB: ``client.empty`` + drop against ``pyopencl.tools.MemoryPool``.
 3. Copy-kernel bandwidth: a ``c``-dialect float4 copy launched through the client, against
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cubeplug
 from cubeplug import Buffer, CubeCount, Kernel, Scalar
+from cubeplug.backends.opencl import launch_path
 from cubeplug.core.client import ComputeClient
 from cubeplug.core.config import Config
 
@@ -114,6 +118,8 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
     gs, ls = (64,), (64,)
     count = CubeCount(1)
     launch, launch_unchecked = client.launch, client.launch_unchecked
+    # The Python method itself, for comparison, where the compiled launcher stands in for it.
+    python_launch = functools.partial(type(client).launch, client)
 
     def raw_preset(k: int) -> None:
         for _ in range(k):
@@ -127,6 +133,10 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
         for _ in range(k):
             launch(TINY, count, [x], [1.0, 64])
 
+    def python_checked(k: int) -> None:
+        for _ in range(k):
+            python_launch(TINY, count, [x], [1.0, 64])
+
     def unchecked(k: int) -> None:
         for _ in range(k):
             launch_unchecked(TINY, count, [x], [1.0, 64])
@@ -135,21 +145,31 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
         queue.finish()
 
     results: dict[str, tuple[float, float]] = {}
-    # Interleave the variants so that drift (turbo, other load) hits them alike.
-    for _ in range(3):
-        for name, fn in (("raw_preset", raw_preset), ("raw_set_args", raw_set_args),
-                         ("launch", checked), ("launch_unchecked", unchecked)):
+    # Interleave the variants so that drift (turbo, other load) hits them alike, in a new order each
+    # round (seeded): on PoCL with few cores, whichever loop follows raw_set_args runs up to twice
+    # as slow (its worker threads are still in that loop's rhythm), and a fixed order, or a rotated
+    # one, puts the same variant there every round. The best round of each variant is kept.
+    variants = [("raw_preset", raw_preset), ("raw_set_args", raw_set_args), ("launch", checked),
+                ("launch_unchecked", unchecked), ("launch_python", python_checked)]
+    shuffle = random.Random(4).shuffle
+    for _ in range(len(variants)):
+        shuffle(variants)
+        for name, fn in variants:
             med, low = timed(fn, n, repeats, drain)
             prev = results.get(name)
             results[name] = (med, low) if prev is None else (min(prev[0], med), min(prev[1], low))
     client.sync()
     out: dict[str, Any] = {name: _figure(v) for name, v in results.items()}
-    for name in ("launch", "launch_unchecked"):
+    for name in ("launch", "launch_unchecked", "launch_python"):
         out[f"ratio_{name}_vs_raw_preset"] = round(results[name][0] / results["raw_preset"][0], 3)
         out[f"ratio_{name}_vs_raw_set_args"] = round(results[name][0] / results["raw_set_args"][0], 3)
     # The same loops in alternation, a ratio per round (bench/paired.py): robust to host drift.
     out["paired_launch_vs_raw_preset"] = paired(checked, raw_preset, max(1, n // 5), drain=drain)
     out["paired_launch_vs_raw_set_args"] = paired(checked, raw_set_args, max(1, n // 5), drain=drain)
+    out["paired_launch_python_vs_raw_preset"] = paired(
+        python_checked, raw_preset, max(1, n // 5), drain=drain
+    )
+    out["launch_path"] = launch_path.status()
     client.sync()
     return out
 
@@ -272,14 +292,17 @@ def main() -> None:
     print(f"device: {props['name']} [{props['platform']}], driver {props['driver_version']}", flush=True)
     report["launch"] = launch = bench_launch(client, launches, 5)
     print("launch overhead (us, median of repeats):", flush=True)
-    for name in ("raw_preset", "raw_set_args", "launch", "launch_unchecked"):
+    print(f"  compiled launcher: {launch['launch_path']}", flush=True)
+    for name in ("raw_preset", "raw_set_args", "launch", "launch_unchecked", "launch_python"):
         print(f"  {name:<18} {launch[name]['median_us']:8.2f}  (min {launch[name]['min_us']:.2f})")
     print(f"  ratio launch / raw enqueue: {launch['ratio_launch_vs_raw_preset']:.2f}x "
           f"(unchecked {launch['ratio_launch_unchecked_vs_raw_preset']:.2f}x); "
           f"vs raw with args set each time: {launch['ratio_launch_vs_raw_set_args']:.2f}x", flush=True)
     pp, ps = launch["paired_launch_vs_raw_preset"], launch["paired_launch_vs_raw_set_args"]
     print(f"  paired (median of per-round ratios): vs raw enqueue {pp['ratio_median']:.3f}x "
-          f"(IQR {pp['ratio_iqr']}), vs raw set-args {ps['ratio_median']:.3f}x (IQR {ps['ratio_iqr']})",
+          f"(IQR {pp['ratio_iqr']}), vs raw set-args {ps['ratio_median']:.3f}x (IQR {ps['ratio_iqr']}); "
+          f"the Python path vs raw enqueue "
+          f"{launch['paired_launch_python_vs_raw_preset']['ratio_median']:.3f}x",
           flush=True)
     report["alloc_1mib"] = alloc = bench_alloc(client, allocs, 5)
     print(f"reserve+release 1 MiB: cubeplug {alloc['cubeplug']['median_us']:.2f} us, "

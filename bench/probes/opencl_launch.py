@@ -3,13 +3,15 @@
     python3 bench/probes/opencl_launch.py [selector]     (default: CUBEPLUG_TEST_OPENCL or opencl:0)
 
 Compares raw enqueues of 1-D and 3-D sizes, on the client's kernel object and on a fresh one,
-with ``client.launch`` and with ``client.launch`` whose enqueue is a no-op (pure Python cost).
+with ``client.launch`` (the compiled launcher where it is built), with the Python method it stands
+in for, and with that method whose enqueue is a no-op (pure Python cost).
 The control "raw + busy" puts a little pure-Python work (a 12-step loop, timed alone as "busy")
 between raw enqueues: on PoCL with few cores, the raw figure rises by several times that work,
 because a slower stream of enqueues lets PoCL's worker threads fall asleep between kernels.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -61,12 +63,20 @@ def ours(n: int) -> None:
         launch(TINY, count, [x], [1.0, 64])
 
 
-def ours_noop(n: int) -> None:
+python_launch = functools.partial(type(client).launch, client)  # what the compiled launcher stands in for
+
+
+def ours_python(n: int) -> None:
+    for _ in range(n):
+        python_launch(TINY, count, [x], [1.0, 64])
+
+
+def ours_python_noop(n: int) -> None:
     real = server._enqueue
     server._enqueue = lambda *a: None
     try:
         for _ in range(n):
-            launch(TINY, count, [x], [1.0, 64])
+            python_launch(TINY, count, [x], [1.0, 64])
     finally:
         server._enqueue = real
 
@@ -90,7 +100,8 @@ def busy_only(n: int) -> None:
 
 
 fns = {"raw 1-D": raw1, "raw 3-D": raw3, "raw 3-D, client's kernel": ours_kernel3,
-       "client.launch": ours, "client.launch, no-op enqueue": ours_noop,
+       "client.launch": ours, "Python launch": ours_python,
+       "Python launch, no-op enqueue": ours_python_noop,
        "raw 1-D + busy": raw_busy, "busy": busy_only}
 best = {name: 1e9 for name in fns}
 for _ in range(15):
@@ -106,6 +117,6 @@ for name, us in best.items():
 # The same as the bench's goal figure (bench/paired.py): client.launch, and the control, against raw.
 from paired import paired  # noqa: E402
 
-for name, fn in (("client.launch", ours), ("raw 1-D + busy", raw_busy)):
+for name, fn in (("client.launch", ours), ("Python launch", ours_python), ("raw 1-D + busy", raw_busy)):
     p = paired(fn, raw1, 4000, drain=queue.finish)
     print(f"paired {name} / raw 1-D: {p['ratio_median']:.3f} (IQR {p['ratio_iqr']})")

@@ -259,9 +259,17 @@ static void Launcher_dealloc(Launcher *self) {
 
 /* The Python method with the same arguments. */
 static PyObject *fall_back(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    PyObject *client = self->client_ref ? PyWeakref_GetObject(self->client_ref) : Py_None;
-    if (client == NULL) return NULL;
-    if (client == Py_None) {
+    PyObject *client = NULL;
+    if (self->client_ref != NULL) {
+#if PY_VERSION_HEX >= 0x030D0000
+        if (PyWeakref_GetRef(self->client_ref, &client) < 0) return NULL;
+#else
+        client = PyWeakref_GetObject(self->client_ref);
+        if (client == NULL) return NULL;
+        client = client == Py_None ? NULL : Py_NewRef(client);
+#endif
+    }
+    if (client == NULL) {
         PyErr_SetString(PyExc_ReferenceError, "the client of this launch was garbage-collected");
         return NULL;
     }
@@ -271,9 +279,11 @@ static PyObject *fall_back(Launcher *self, PyObject *const *args, size_t nargsf,
     PyObject **stack = small;
     if (nargs + nkw + 1 > 8) {
         stack = PyMem_Malloc((nargs + nkw + 1) * sizeof(PyObject *));
-        if (stack == NULL) return PyErr_NoMemory();
+        if (stack == NULL) {
+            Py_DECREF(client);
+            return PyErr_NoMemory();
+        }
     }
-    Py_INCREF(client);
     stack[0] = client;
     memcpy(stack + 1, args, (nargs + nkw) * sizeof(PyObject *));
     PyObject *r = PyObject_Vectorcall(self->fallback, stack, nargs + 1, kwnames);
