@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What one session runs on the GPU machine (../shared/device/README.md), from the project's root:
 #
-#   bash ../shared/device/prepare.sh              # here, once: fills .gl/ and .whl/
+#   CUBEPLUG_PURE_WHEEL=1 bash ../shared/device/prepare.sh   # here, once: fills .gl/ and .whl/
+#   (a pure cubeplug wheel: one with this machine's compiled launcher does not install on 3.12)
 #   device run, carry [".gl", ".whl", SO]:  bash bench/gpu_session.sh bench   # figures -> $OUT/*.json
 #   device run, carry [".gl", ".whl", SO]:  bash bench/gpu_session.sh tests   # logs    -> $OUT/*.log
 #
@@ -11,6 +12,10 @@
 #       -o cubeplug/backends/opencl/_fastlaunch.cpython-312-x86_64-linux-gnu.so
 # (or there, below, when the machine has a compiler and the headers).
 set -u
+if ls .whl/cubeplug-*-cp3*.whl >/dev/null 2>&1; then
+    echo "the cubeplug wheel in .whl/ is for another Python: run CUBEPLUG_PURE_WHEEL=1 bash ../shared/device/prepare.sh" >&2
+    exit 2
+fi
 source .gl/remote-setup.sh >/dev/null
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}

@@ -144,6 +144,10 @@ static int Entry_init(Entry *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "_fastlaunch.init was not called");
         return -1;
     }
+    if (self->cl_kernel != NULL) {
+        PyErr_SetString(PyExc_TypeError, "an Entry is initialised once");
+        return -1;
+    }
     PyObject *ptr = PyObject_GetAttr(cl_kernel, str_int_ptr);
     if (ptr == NULL) return -1;
     self->kernel = PyLong_AsVoidPtr(ptr);
@@ -257,6 +261,8 @@ static void Launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static int client_alive(Launcher *self);
+
 /* The Python method with the same arguments. */
 static PyObject *fall_back(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     PyObject *client = NULL;
@@ -270,7 +276,7 @@ static PyObject *fall_back(Launcher *self, PyObject *const *args, size_t nargsf,
 #endif
     }
     if (client == NULL) {
-        PyErr_SetString(PyExc_ReferenceError, "the client of this launch was garbage-collected");
+        if (!PyErr_Occurred()) client_alive(self);  /* says so */
         return NULL;
     }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -300,7 +306,9 @@ static void learn(Launcher *self, PyObject *kernel) {
         PyErr_WriteUnraisable(self->on_miss);
         return;
     }
-    if (entry == Py_False) {
+    if (self->closed) {
+        /* closed by another thread meanwhile: keep nothing of the server's */
+    } else if (entry == Py_False) {
         if (PyDict_SetItem(self->entries, kernel, Py_None) < 0) PyErr_Clear();
     } else if (Py_TYPE(entry) == &Entry_Type) {
         if (PyDict_SetItem(self->entries, kernel, entry) < 0) PyErr_Clear();
@@ -377,7 +385,8 @@ static int check(Launcher *self, Entry *e, PyObject *count, PyObject *const *buf
     long long index = pymod(sid, m);
     if (index >= PyList_GET_SIZE(self->slots)) return 0;
     PyObject *state = PyList_GET_ITEM(self->slots, index);
-    if (Py_TYPE(state) != State_T || SLOT(state, s_stream) == NULL || SLOT(state, s_cursor) == NULL)
+    if (Py_TYPE(state) != State_T || SLOT(state, s_stream) == NULL ||
+        SLOT(state, s_cursor) == NULL || !PyLong_CheckExact(SLOT(state, s_cursor)))
         return 0;  /* None: the slot's stream is not made yet */
     for (int i = 0; i < e->nbuf; i++) {
         PyObject *b = bufs[i];
@@ -394,8 +403,9 @@ static int check(Launcher *self, Entry *e, PyObject *count, PyObject *const *buf
         if (!(bs == sid || pymod(bs, m) == index)) return 0;
         if (!(ls == sid || ls < 0 || pymod(ls, m) == index)) return 0;
         PyObject *r = SLOT(t, t_storage);
-        if (r == NULL || Py_TYPE(r) != Region_T || !PyLong_CheckExact(SLOT(r, r_id)) ||
-            !PyLong_CheckExact(SLOT(r, r_offset)))
+        long long offset;
+        if (r == NULL || Py_TYPE(r) != Region_T || SLOT(r, r_id) == NULL ||
+            !PyLong_CheckExact(SLOT(r, r_id)) || small_int(SLOT(r, r_offset), &offset) < 0)
             return 0;
     }
     for (int j = 0; j < e->nscal; j++) {
@@ -502,7 +512,13 @@ static int queue(Launcher *self, Entry *e, PyObject *const *bufs, PyObject *cons
             }
             PyObject *held = PyList_GET_ITEM(e->last_scalars, j);
             if (held == vals[j]) continue;
-            int ne = PyObject_RichCompareBool(vals[j], held, Py_NE);
+            if (!PyLong_CheckExact(held) && !PyFloat_CheckExact(held)) {
+                /* unset, or a value another path set (a numpy scalar): set again rather than
+                 * compare, which could run Python code or raise */
+                changed = 1;
+                break;
+            }
+            int ne = PyObject_RichCompareBool(vals[j], held, Py_NE);  /* ints and floats: C only */
             if (ne < 0) goto done;
             changed = ne;
         }
@@ -550,8 +566,34 @@ done:
     return rc;
 }
 
+/* 1 when the client is alive, 0 (ReferenceError set) when it is gone, -1 on error. */
+static int client_alive(Launcher *self) {
+    if (self->client_ref == NULL) {
+        PyErr_SetString(PyExc_TypeError, "this Launcher was not initialised");
+        return -1;
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *client;
+    if (PyWeakref_GetRef(self->client_ref, &client) < 0) return -1;
+    Py_XDECREF(client);
+    int alive = client != NULL;
+#else
+    PyObject *client = PyWeakref_GetObject(self->client_ref);
+    if (client == NULL) return -1;
+    int alive = client != Py_None;
+#endif
+    if (!alive)
+        PyErr_SetString(PyExc_ReferenceError,
+                        "this launch belongs to a client that no longer exists; keep a reference to the "
+                        "client (cubeplug.client(...) keeps one) and launch through it");
+    return alive;
+}
+
 static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
+    /* A launcher holds its client weakly (no reference cycle): without the client, every call
+     * raises, the common case too, rather than some calls working. */
+    if (client_alive(self) <= 0) return NULL;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (self->closed || (kwnames && PyTuple_GET_SIZE(kwnames)) || nargs < 2 || nargs > 4)
         return fall_back(self, args, nargsf, kwnames);
@@ -567,33 +609,28 @@ static PyObject *Launcher_vectorcall(Launcher *self, PyObject *const *args, size
         return r;
     }
     if (entry == Py_None) return fall_back(self, args, nargsf, kwnames);
-    Entry *e = (Entry *)entry;
+    Entry *e = (Entry *)Py_NewRef(entry);  /* ours: the dict may change when Python code runs */
     /* The thread's stream: 0 under the "single" policy, else the top of its stream stack. */
-    PyObject *sid_obj;
+    PyObject *sid_obj = NULL;
+    long long sid;
     if (self->local == NULL) {
-        sid_obj = zero;
-        Py_INCREF(sid_obj);
+        sid_obj = Py_NewRef(zero);
     } else {
         PyObject *stack = PyObject_GetAttr(self->local, str_stack);
         if (stack == NULL) {
             PyErr_Clear();  /* a thread with no stream yet: Python makes it */
-            return fall_back(self, args, nargsf, kwnames);
-        }
-        if (!PyList_CheckExact(stack) || PyList_GET_SIZE(stack) == 0) {
+        } else {
+            if (PyList_CheckExact(stack) && PyList_GET_SIZE(stack) > 0)
+                sid_obj = Py_NewRef(PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1));
             Py_DECREF(stack);
-            return fall_back(self, args, nargsf, kwnames);
         }
-        sid_obj = PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1);
-        Py_INCREF(sid_obj);
-        Py_DECREF(stack);
     }
-    long long sid;
-    if (small_int(sid_obj, &sid) < 0) {
-        Py_DECREF(sid_obj);
+    if (sid_obj == NULL || small_int(sid_obj, &sid) < 0) {
+        Py_XDECREF(sid_obj);
+        Py_DECREF(e);
         return fall_back(self, args, nargsf, kwnames);
     }
     PyObject *result = NULL;
-    Py_INCREF(e);
     if (call_lock(self->acquire) < 0) goto out;
     /* Everything below reads the arguments afresh: other threads ran while the lock was awaited. */
     PyObject *const *bufs, *const *vals;
@@ -645,6 +682,10 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "_fastlaunch.init was not called");
         return -1;
     }
+    if (self->vectorcall != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Launcher is initialised once");
+        return -1;
+    }
     if (!PyWeakref_CheckRef(client_ref) || max_streams < 1) {
         PyErr_SetString(PyExc_TypeError, "client_ref is a weakref.ref; max_streams is at least 1");
         return -1;
@@ -676,7 +717,8 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
 
 static PyObject *Launcher_close(Launcher *self, PyObject *Py_UNUSED(ignored)) {
     self->closed = 1;
-    PyDict_Clear(self->entries);
+    if (self->entries != NULL) PyDict_Clear(self->entries);
+    Py_CLEAR(self->slots);  /* the streams' states and queues are the server's to release */
     Py_CLEAR(self->queue);
     self->queue_ptr = NULL;
     Py_RETURN_NONE;
@@ -776,10 +818,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (str_stack == NULL || str_int_ptr == NULL || zero == NULL || one == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&Entry_Type);
-    Py_INCREF(&Launcher_Type);
-    if (PyModule_AddObject(m, "Entry", (PyObject *)&Entry_Type) < 0 ||
-        PyModule_AddObject(m, "Launcher", (PyObject *)&Launcher_Type) < 0) {
+    if (PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Launcher", (PyObject *)&Launcher_Type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

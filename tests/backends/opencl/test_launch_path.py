@@ -332,3 +332,64 @@ def test_a_client_with_the_launcher_is_freed_without_the_collector() -> None:
         assert ref() is None and server_ref() is None, "a reference cycle keeps the client alive"
     finally:
         gc.enable()
+
+
+def test_a_launcher_kept_after_its_client_is_gone_refuses_every_call() -> None:
+    """The launcher holds its client weakly (no reference cycle): once the client is gone, the
+    common case raises too, with the fix in the message, instead of some calls working."""
+    native_or_skip()
+    client = make_client()
+    x = client.create(np.ones(64, np.float32))
+    client.launch(AXPY, 4, [x, x], [1.0, 64])
+    kept = client.launch
+    del client
+    gc.collect()
+    for count in (4, 0):  # the C path's case, and one it hands to Python
+        with pytest.raises(ReferenceError, match="keep a reference to the client"):
+            kept(AXPY, count, [x, x], [1.0, 64])
+
+
+def test_a_subclass_that_overrides_launch_is_called_every_time() -> None:
+    native_or_skip()
+    from cubeplug.core.client import ComputeClient
+
+    calls: list[int] = []
+
+    class Counting(ComputeClient):
+        def launch(self, *args: Any, **kwargs: Any) -> None:
+            calls.append(1)
+            super().launch(*args, **kwargs)
+
+    base = make_client()
+    client = Counting(base.server)
+    x = client.create(np.ones(64, np.float32))
+    for _ in range(3):
+        client.launch(AXPY, 4, [x, x], [1.0, 64])
+    assert len(calls) == 3 and "launch" not in client.__dict__
+    assert "launch_unchecked" in client.__dict__  # not overridden: the launcher stands in
+    assert client.to_numpy(x, "f32").tolist() == [8.0] * 64
+    client.close()
+
+
+def test_launchers_and_entries_are_initialised_once_and_close_lets_go_of_the_streams() -> None:
+    module = native_or_skip()
+    client = make_client()
+    x = client.create(np.ones(64, np.float32))
+    client.launch(AXPY, 4, [x, x], [1.0, 64])
+    client.launch(AXPY, 4, [x, x], [1.0, 64])
+    launcher = client.launch
+    slots = client.server.multistream.streams.slots  # the stream states, with their queues
+    assert any(r is slots for r in gc.get_referents(launcher))
+    with pytest.raises(TypeError, match="initialised once"):
+        launcher.__init__(weakref.ref(client), None, client._lock, None, client.server, [], 1, {}, None)
+    tables = client.server._natives.plans  # the plans, and the launchers' entries
+    entry = next(v for table in tables for v in table.values() if type(v) is module.Entry)
+    assert type(entry) is module.Entry
+    with pytest.raises(TypeError, match="initialised once"):
+        entry.__init__(None, (1, 1, 1), (), (), (), (), 1, True, [], [], {}, None, None)
+    module.Launcher.__new__(module.Launcher).close()  # an uninitialised one too
+    del entry
+    client.close()
+    assert not any(r is slots for r in gc.get_referents(launcher)), "a kept launcher holds no queue"
+    with pytest.raises(ValidationError, match="was closed"):
+        launcher(AXPY, 4, [x, x], [1.0, 64])
