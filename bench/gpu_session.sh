@@ -33,7 +33,7 @@ case "${1:-bench}" in
 bench)
     timeout 200 python3 bench/bench_cuda.py --json "$OUT/cuda-h100.json" 2>&1 | tail -40
     timeout 120 python3 bench/bench_opencl.py --device opencl:nvidia:0 --json "$OUT/opencl-nvidia-h100.json" 2>&1 | tail -12
-    timeout 120 python3 bench/bench_opencl.py --device opencl:portable:0 --json "$OUT/opencl-pocl-h100host.json" 2>&1 | tail -12
+    timeout 300 python3 bench/bench_opencl.py --device opencl:portable:0 --json "$OUT/opencl-pocl-h100host.json" 2>&1 | tail -12
     timeout 120 python3 bench/bench_webgpu.py --json "$OUT/webgpu-vulkan-h100.json" 2>&1 | grep -v "^Unable\|^No \|^VK_" | tail -16
     timeout 60 python3 bench/bench_core.py --json "$OUT/core-cpu-h100host.json" 2>&1 | tail -4
     ;;
