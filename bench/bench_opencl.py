@@ -63,6 +63,24 @@ COPY = Kernel(
 )
 
 
+def tiny_setup(selector: str) -> tuple[ComputeClient, Any, Any, Any]:
+    """For the probes: a client of ``selector``, then what :func:`tiny_prepare` gives."""
+    client = make_client(selector)
+    return (client, *tiny_prepare(client))
+
+
+def tiny_prepare(client: ComputeClient) -> tuple[Any, Any, Any]:
+    """A 64-float buffer that TINY was launched on once (so its plan and its launcher entry exist),
+    the thread's queue, and TINY's ``OpenCLProgram``."""
+    server: Any = client.server
+    x = client.create(np.zeros(64, np.float32))
+    client.launch(TINY, 1, [x], [1.0, 64])
+    client.sync()
+    sid = server.stream_id(cubeplug.core.stream.current_stream_id())
+    queue = server.multistream.streams.get(sid).stream
+    return x, queue, server._checked_kernels[TINY].program
+
+
 def make_client(selector: str) -> ComputeClient:
     """An OpenCL client for ``selector`` built through the plugin's hooks."""
     from cubeplug.backends.opencl import plugin
@@ -103,12 +121,8 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
     import pyopencl as cl
 
     server: Any = client.server
-    x = client.create(np.zeros(64, np.float32))
-    client.launch(TINY, 1, [x], [1.0, 64])
-    client.sync()
-    sid = server.stream_id(cubeplug.core.stream.current_stream_id())
-    queue = server.multistream.streams.get(sid).stream
-    program = server._checked_kernels[TINY].program.kernel.program
+    x, queue, prog = tiny_prepare(client)
+    program = prog.kernel.program
     raw = cl.Kernel(program, "tiny")
     mem = server.bound_buffer(x)
     raw.set_args(mem, np.float32(1.0), np.uint32(64))

@@ -13,23 +13,14 @@ import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bench_opencl import TINY, make_client
+from bench_opencl import TINY, tiny_setup
 
-import cubeplug
 from cubeplug.backends.opencl import launch_path
 
 sel = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CUBEPLUG_TEST_OPENCL", "opencl:0")
-client = make_client(sel)
-server = client.server
-x = client.create(np.zeros(64, np.float32))
-client.launch(TINY, 1, [x], [1.0, 64])
-client.sync()
-sid = server.stream_id(cubeplug.core.stream.current_stream_id())
-queue = server.multistream.streams.get(sid).stream
-kernel = server._checked_kernels[TINY].program.kernel
+client, x, queue, prog = tiny_setup(sel)
+kernel = prog.kernel
 import pyopencl as cl  # noqa: E402
 
 lib = launch_path._opencl_library()

@@ -19,20 +19,13 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bench_opencl import TINY, make_client
+from bench_opencl import TINY, tiny_setup
 
-import cubeplug
 from cubeplug import CubeCount
 
 sel = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CUBEPLUG_TEST_OPENCL", "opencl:0")
-client = make_client(sel)
+client, x, queue, prog = tiny_setup(sel)
 server = client.server
-x = client.create(np.zeros(64, np.float32))
-client.launch(TINY, 1, [x], [1.0, 64])
-client.sync()
-sid = server.stream_id(cubeplug.core.stream.current_stream_id())
-queue = server.multistream.streams.get(sid).stream
-prog = server._checked_kernels[TINY].program
 import pyopencl as cl  # noqa: E402
 
 raw = cl.Kernel(prog.kernel.program, "tiny")
