@@ -818,10 +818,21 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (str_stack == NULL || str_int_ptr == NULL || zero == NULL || one == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_Type) < 0 ||
+    /* What an Entry takes, for launch_path.py to tell which kernels the launcher can take. */
+    PyObject *kinds = PyFrozenSet_New(NULL);
+    for (int k = 0; kinds != NULL && k < K_COUNT; k++) {
+        PyObject *name = PyUnicode_FromString(kind_names[k]);
+        if (name == NULL || PySet_Add(kinds, name) < 0) Py_CLEAR(kinds);
+        Py_XDECREF(name);
+    }
+    if (kinds == NULL || PyModule_AddObjectRef(m, "SCALAR_DTYPES", kinds) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0 ||
+        PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_Type) < 0 ||
         PyModule_AddObjectRef(m, "Launcher", (PyObject *)&Launcher_Type) < 0) {
+        Py_XDECREF(kinds);
         Py_DECREF(m);
         return NULL;
     }
+    Py_DECREF(kinds);
     return m;
 }

@@ -2,11 +2,12 @@
 
 On PoCL a raw ``enqueue_nd_range_kernel`` costs one to three microseconds, and the Python launch
 path (client, generated plan, inlined queueing) adds about 0.9 us to it: more than the 1.2x the
-backend aims for. The C launcher (``_fastlaunch.c``) does the same work for the common case in
-about a tenth of that, calling ``clSetKernelArg`` and ``clEnqueueNDRangeKernel`` of the ICD loader
-PyOpenCL itself uses. Everything else goes to the Python method, so behaviour is the same with or
-without it; ``[backends.opencl] native_launch = false`` (or ``CUBEPLUG_BACKENDS_OPENCL_NATIVE_LAUNCH
-=false``) turns it off, and :func:`status` says whether it is in use and why not.
+backend aims for. The C launcher (``_fastlaunch.c``) does the same work for the common case in one
+C call, with ``clSetKernelArg`` and ``clEnqueueNDRangeKernel`` of the ICD loader PyOpenCL itself
+uses (1.00-1.06x a raw enqueue on PoCL here, paired: bench/results/logs/opencl-pocl-runs.log).
+Everything else goes to the Python method, so behaviour is the same with or without it.
+``[backends.opencl] native_launch = false`` (or ``CUBEPLUG_BACKENDS_OPENCL_NATIVE_LAUNCH=false``)
+turns it off, and :func:`status` says whether it is in use and why not.
 
 The extension is optional: an install without a C compiler has the Python path only.
 """
@@ -28,11 +29,6 @@ from cubeplug.core.kernel import CubeCount, Kernel
 from cubeplug.core.memory.slice_token import SliceToken
 from cubeplug.core.storage import StorageHandle
 from cubeplug.core.stream import StreamState, _local
-
-#: Scalar dtypes the launcher sets itself; a kernel with any other (f16, bool) stays in Python.
-NATIVE_DTYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64"})
-#: The most buffers (and the most scalars) a kernel may have for the launcher to take it.
-MAX_ARGS = 32
 
 _lock = threading.Lock()
 _loaded: tuple[ModuleType | None, str] | None = None
@@ -130,7 +126,9 @@ def entry(server_ref: Any, checked: bool, kernel: Kernel) -> Any:
         return None
     prog = compiled.program
     dtypes = tuple(p.dtype for p in kernel.scalar_params)
-    if len(prog.buffer_slots) > MAX_ARGS or len(dtypes) > MAX_ARGS or not NATIVE_DTYPES.issuperset(dtypes):
+    # The scalar dtypes the launcher sets itself (not f16 or bool), and its most buffers and scalars.
+    limit = module.MAX_ARGS
+    if len(prog.buffer_slots) > limit or len(dtypes) > limit or not module.SCALAR_DTYPES.issuperset(dtypes):
         return False
     return module.Entry(
         cl_kernel=prog.kernel,
