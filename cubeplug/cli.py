@@ -329,12 +329,15 @@ def _client_report(name: str) -> dict[str, Any]:
 
 
 def _in_subprocess(code: str, timeout: float) -> Any:
+    # -I: isolated mode, so the working directory is not put first on the child's sys.path (a json.py
+    # there would run); the child gets this process's own import path, set by the code itself.
+    preamble = f"import sys, warnings\nsys.path[:] = {_paths()!r}\nwarnings.simplefilter('ignore')\n"
     proc = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-I", "-c", preamble + code],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join(_paths())},
+        env=dict(os.environ),
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -344,8 +347,16 @@ def _in_subprocess(code: str, timeout: float) -> Any:
 
 
 def _paths() -> list[str]:
-    """This process's import path, so that the probing subprocess sees the same plugins."""
-    return [p or os.getcwd() for p in sys.path]
+    """This process's import path, so that the probing subprocess sees the same plugins.
+
+    An empty entry (the working directory) is kept only where cubeplug itself is imported from
+    there (``python -m cubeplug`` in a source tree); the ``cubeplug`` command has none.
+    """
+    import cubeplug
+
+    here = os.getcwd()
+    needs_cwd = Path(cubeplug.__file__).resolve().parents[1] == Path(here).resolve()
+    return [p or here for p in sys.path if p or needs_cwd]
 
 
 def _report_code(call: str) -> str:

@@ -5,16 +5,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+APT_UPDATED=""
+apt_update() {
+  [ -n "$APT_UPDATED" ] && return 0
+  $SUDO apt-get update -qq && APT_UPDATED=1
+}
 apt_install() {
   local missing=()
   for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
-  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 # lavapipe (Vulkan on the CPU) for WebGPU; the venv module for the environment.
 apt_install mesa-vulkan-drivers libvulkan1 ocl-icd-libopencl1
+# OpenCL on the CPU: the distribution's PoCL where the package manager has one (Debian 12: PoCL 3.1
+# with LLVM 15). The pip PoCL (3.0, LLVM 14) cannot compile at all on processors its LLVM does not
+# know ("unknown target CPU 'generic'"), so it is installed only where the distribution has none.
+# With both present the backend offers the newer one that compiles (cubeplug doctor says which).
+POCL_EXTRA=pocl
+if dpkg -s pocl-opencl-icd >/dev/null 2>&1 \
+  || { apt_update && [ -n "$(apt-cache policy pocl-opencl-icd 2>/dev/null | grep -v '(none)' | grep Candidate)" ]; }; then
+  apt_install pocl-opencl-icd
+  POCL_EXTRA=opencl
+fi
 $PY -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
 # A C compiler and the Python headers build the OpenCL launcher in C (optional: without them the
 # install goes on and launches run in Python; scripts/test.sh then fails its test that requires it).
@@ -23,7 +38,7 @@ $PY -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(s
   || apt_install python3-dev
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,pocl,webgpu,cli,plot}]"
+.venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,$POCL_EXTRA,webgpu,cli,plot}]"
 for p in plugins/*/; do
   [ -f "$p/pyproject.toml" ] && .venv/bin/python -m pip install -q -e "$p"
 done

@@ -199,3 +199,21 @@ def test_python_dash_m(tmp_path: Path) -> None:
         [sys.executable, "-m", "cubeplug", "--version"], capture_output=True, text=True, env=env
     )
     assert out.returncode == 0 and cubeplug.__version__ in out.stdout
+
+
+def test_doctor_runs_no_module_of_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "json.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('json.py ran')\n"
+        "raise SystemExit('a json.py of the working directory was imported')\n"
+    )
+    command = Path(sys.executable).with_name("cubeplug")
+    if not command.exists():
+        pytest.skip(f"the cubeplug command is not installed next to {sys.executable}")
+    proc = subprocess.run(
+        [str(command), "doctor", "--json", "--backend", "cpu", "--timeout", "120"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "ran").exists()
+    report = json.loads(proc.stdout)
+    assert report["backends"]["cpu"]["status"] == "ok", report["backends"]["cpu"]

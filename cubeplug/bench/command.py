@@ -8,7 +8,9 @@ and device copy bandwidth per size, reduce_sum and matmul (autotuned) against th
 (CuPy for CUDA, NumPy otherwise), with ratios computed from figures measured in the same run.
 ``--autotune-check`` adds the tuner's choice against an exhaustive measurement of every candidate
 and a second process that must reuse the persisted choice. ``--quick`` uses small sizes and the
-``minimal`` autotune level (unless ``[autotune] level`` is configured).
+``minimal`` autotune level (unless ``[autotune] level`` is configured). The exit status is 1 when
+any figure failed (a backend that did not open, a raw library that did not load, a section that
+raised); the JSON says the same in ``ok`` and lists them in ``failures``.
 """
 
 from __future__ import annotations
@@ -165,7 +167,7 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
 def run(args: argparse.Namespace) -> int:
     """Run ``cubeplug bench``."""
     from cubeplug.bench.clients import usable_backends, versions
-    from cubeplug.bench.report import plot, print_tables, write_json
+    from cubeplug.bench.report import failures, plot, print_tables, write_json
 
     selectors: list[str | None] = list(usable_backends()) if args.all else list(args.backend or [None])
     if not selectors:
@@ -192,11 +194,17 @@ def run(args: argparse.Namespace) -> int:
             doc["backends"][result.get("selector", key)] = result
             if args.json:  # after every backend, so that an interrupted run keeps what it measured
                 write_json(args.json, doc)
+    failed = failures(doc)
+    doc["ok"], doc["failures"] = not failed, failed
     print_tables(doc, bool(getattr(args, "plain", False)))
     if args.json:
         write_json(args.json, doc)
         print(f"JSON written to {args.json}")
     if args.plot:
         print(plot(args.plot, doc))
-    ok = any("device" in r for r in doc["backends"].values())
-    return 0 if ok else 1
+    if failed:  # scripts and CI must notice a bench whose figures are missing
+        print(f"cubeplug bench: {len(failed)} figure(s) failed:", file=sys.stderr)
+        for line in failed:
+            print(f"  {line[:300]}", file=sys.stderr)
+        return 1
+    return 0

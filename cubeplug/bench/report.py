@@ -87,6 +87,29 @@ def rows(result: Mapping[str, Any]) -> list[list[str]]:
     return out
 
 
+def failures(doc: Mapping[str, Any]) -> list[str]:
+    """Every figure that failed, as ``backend: section: error``: a backend that did not open, a raw
+    library that did not load (no ratio can be computed), or a section or size that raised."""
+    out: list[str] = []
+
+    def walk(where: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            if "error" in value:
+                out.append(f"{where}: {value['error']}")
+                return
+            for key, item in value.items():
+                walk(f"{where}: {key}", item)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(f"{where}[{i}]", item)
+
+    for name, result in doc["backends"].items():
+        if "raw_error" in result:
+            out.append(f"{name}: raw library: {result['raw_error']}")
+        walk(name, result)
+    return out
+
+
 def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
     """One table per backend on stdout (rich when importable)."""
     from cubeplug.cli import Output

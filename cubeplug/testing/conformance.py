@@ -9,6 +9,7 @@ unusable backend is an error here, where under pytest it is a skip).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shlex
 import sys
 from collections import Counter
@@ -18,6 +19,10 @@ from typing import Any
 
 PLUGIN = "cubeplug.testing.plugin"
 SUITE = "cubeplug.testing.test_conformance"
+#: Per-test limit of the suite, in seconds: its slowest test takes a few seconds on a software device.
+TIMEOUT = 120.0
+#: The hard limit (cubeplug.testing.plugin) comes this much after the soft one (pytest-timeout).
+HARD_MARGIN = 60.0
 #: Worst outcome first: a test's outcome is the worst of its setup, call and teardown.
 _RANK = {"failed": 0, "xpassed": 1, "xfailed": 2, "skipped": 3, "passed": 4}
 
@@ -71,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-x", "--exitfirst", action="store_true", help="stop at the first failure")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="list every test")
     parser.add_argument(
+        "--timeout", type=float, default=TIMEOUT, metavar="SECONDS",
+        help=f"a test still running after SECONDS fails (with pytest-timeout installed); after "
+        f"SECONDS + {HARD_MARGIN:g} the run ends with every thread's stack "
+        f"(default {TIMEOUT:g}; 0: no limit)",
+    )  # fmt: skip
+    parser.add_argument(
         "--pytest", dest="pytest_args", metavar="ARGS", default="",
         help='more pytest arguments in one string, e.g. --pytest="-p no:xdist --durations=5"',
     )  # fmt: skip
@@ -93,6 +104,11 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
         argv += ["-k", args.keyword]
     if args.exitfirst:
         argv.append("-x")
+    timeout = getattr(args, "timeout", TIMEOUT) or 0
+    if timeout > 0:
+        argv.append(f"--cubeplug-timeout={timeout + HARD_MARGIN:g}")
+        if importlib.util.find_spec("pytest_timeout") is not None:
+            argv.append(f"--timeout={timeout:g}")
     return argv + shlex.split(args.pytest_args or "")
 
 

@@ -3,12 +3,21 @@
 Options: ``--cubeplug-backend=NAME[:DEVICE]`` (any selector) picks the backend of
 ``pytest --pyargs cubeplug.testing``; ``--cubeplug-xfails=FILE`` marks the tests whose node id contains
 a line of FILE (``#`` starts a comment) as expected failures, and reports the entries whose tests
-passed (so lists shrink) and those that matched no test. The plugin is loaded in every pytest run
-of an environment where cubeplug is installed, so it costs nothing unless its options are used.
+passed (so lists shrink) and those that matched no test; ``--cubeplug-timeout=SECONDS`` (or the ini
+value ``cubeplug_timeout``) is a hard limit per test: a test still running then (a backend hung in a
+driver call, where no exception can reach it) gets every thread's stack printed and ends the run,
+so a hanging backend costs seconds, not a CI job's whole time limit. The plugin is loaded in every
+pytest run of an environment where cubeplug is installed, so it costs nothing unless its options are
+used.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import os
+import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +87,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="file of node-id substrings (one a line, # comments) expected to fail; passes are reported",
     )
+    group.addoption(
+        "--cubeplug-timeout",
+        dest="cubeplug_timeout",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="hard limit per test: print every thread's stack and end the run "
+        "(default: the ini value cubeplug_timeout)",
+    )
+    parser.addini("cubeplug_timeout", "hard limit per test in seconds (0: none)", default="0")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -134,3 +153,50 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
     for entry in unused:
         terminalreporter.write_line(f"UNUSED {entry!r}: matches no collected test in {xfails.path}")
+
+
+def hard_timeout(config: pytest.Config) -> float:
+    """The hard per-test limit in seconds (0: none): the option, else the ini value."""
+    value = config.getoption("cubeplug_timeout", default=None)
+    if value is None:
+        raw = config.getini("cubeplug_timeout")
+        try:
+            value = float(raw or 0)
+        except ValueError as e:
+            raise pytest.UsageError(f"cubeplug_timeout must be a number of seconds, got {raw!r}") from e
+    return max(0.0, float(value))
+
+
+def _expire(item: pytest.Item, seconds: float) -> None:
+    """A test outlived the hard limit: say which, show every thread's stack, end the process."""
+    nodeid = item.nodeid
+    capman = item.config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:  # write to the real stderr, with what the test printed so far
+        capman.suspend_global_capture(in_=True)
+        out, err = capman.read_global_capture()
+        sys.stdout.write(out)
+        sys.stderr.write(err)
+    sys.stderr.write(
+        f"\ncubeplug: {nodeid} still runs after {seconds:g} s (hard per-test limit, cubeplug_timeout); "
+        "the stacks of every thread follow, and the run ends here\n"
+    )
+    sys.stderr.flush()
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
+    os._exit(1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Arm the hard per-test limit around setup, call and teardown."""
+    seconds = hard_timeout(item.config)
+    if not seconds:
+        yield
+        return
+    timer = threading.Timer(seconds, _expire, (item, seconds))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

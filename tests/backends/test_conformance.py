@@ -48,6 +48,8 @@ class Mutant(CpuServer):
             self.dialects = ("klingon",)
 
     def compile(self, kernel, dialect, mode):
+        if MUTATION == "nocompile":  # as the pip PoCL on a processor its LLVM does not know
+            raise CompileError("error: unknown target CPU 'generic'", backend="mutant", kernel=kernel.name)
         try:
             return super().compile(kernel, dialect, mode)
         except CompileError as e:  # the CPU compiler names its own backend
@@ -128,6 +130,41 @@ def test_reordered_scalars_are_caught(tmp_path: Path) -> None:
     assert "TestLaunch::test_every_declared_dtype[f32]" in fails, out
     assert "TestLaunch::test_every_declared_dtype_interleaved_in_one_launch" in fails, out
     assert "TestLaunch::test_entry_point_and_defines" not in fails, out  # no scalars: unaffected
+
+
+def test_a_backend_that_cannot_compile_fails_fast_with_the_compile_error(tmp_path: Path) -> None:
+    # The cross-stream tests compile in a helper thread: its CompileError must fail the test at once,
+    # not leave the test waiting out its timeout for an event the thread never sets.
+    code, out = run_mutant(tmp_path, "nocompile", "-k", "TestStreams", "--timeout=60")
+    assert code == 1, out
+    assert {
+        "TestStreams::test_cross_stream_read_waits_for_the_writer",
+        "TestStreams::test_cross_stream_launch_waits_for_the_writer",
+        "TestStreams::test_two_threads_on_their_own_streams",
+    } <= failed(out), out
+    parts = re.split(r"^_{3,} (\S+) _{3,}$", out, flags=re.M)
+    sections = dict(zip(parts[1::2], parts[2::2]))
+    for test in ("read", "launch"):
+        section = sections[f"TestStreams.test_cross_stream_{test}_waits_for_the_writer"]
+        assert "CompileError" in section and "unknown target CPU 'generic'" in section, section
+        assert "Timeout" not in section and "did not queue" not in section, section
+
+
+def test_a_test_stuck_past_the_hard_limit_ends_the_run_with_every_stack(tmp_path: Path) -> None:
+    (tmp_path / "test_stuck.py").write_text(
+        "import time\n\ndef test_stuck():\n    time.sleep(60)\n\ndef test_never_reached():\n    pass\n"
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\ncubeplug_timeout = 1\n")
+    plugin = [] if plugin_installed() else ["-p", "cubeplug.testing.plugin"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_stuck.py", "-p", "no:cacheprovider", "-p", "no:timeout", "-q",
+         *plugin],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "test_stuck.py::test_stuck still runs after 1 s" in proc.stderr, proc.stderr
+    assert "in test_stuck" in proc.stderr  # the stack of the stuck test
+    assert "test_never_reached" not in proc.stdout
 
 
 def test_missing_capabilities_skip_with_their_names(tmp_path: Path) -> None:

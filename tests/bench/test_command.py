@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cubeplug import cli
+from cubeplug.core import selection
 from tests.std.conftest import skip_reason
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
@@ -26,10 +27,12 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reset_persistent_caches()
 
 
-def _bench(tmp_path: Path, *args: str) -> dict[str, Any]:
+def _bench(tmp_path: Path, *args: str, status: int = 0) -> dict[str, Any]:
     out = tmp_path / "bench.json"
-    assert cli.main(["--plain", "bench", *args, "--json", str(out)]) == 0
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+    assert cli.main(["--plain", "bench", *args, "--json", str(out)]) == status
+    doc: dict[str, Any] = json.loads(out.read_text())
+    assert doc["ok"] is (status == 0) and bool(doc["failures"]) is (status != 0)
+    return doc
 
 
 def test_cpu_sections_with_ratios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,16 +122,42 @@ def test_plot_is_written_when_matplotlib_is_there(tmp_path: Path) -> None:
     assert plot(png, doc) == f"plot written to {png}" and png.stat().st_size > 1000
 
 
-def test_a_section_that_fails_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_section_that_fails_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from cubeplug.bench.suite import BackendBench
 
     def broken(self: Any) -> Any:
         raise RuntimeError("no luck")
 
     monkeypatch.setattr(BackendBench, "alloc", broken)
-    doc = _bench(tmp_path, "--backend", "cpu", "--quick", "--only", "alloc", "--only", "launch")
+    doc = _bench(tmp_path, "--backend", "cpu", "--quick", "--only", "alloc", "--only", "launch", status=1)
     assert doc["backends"]["cpu"]["alloc"] == {"error": "RuntimeError: no luck"}
     assert "cubeplug_launch_us" in doc["backends"]["cpu"]["launch"]
+    assert doc["failures"] == ["cpu: alloc: RuntimeError: no luck"]
+    assert "1 figure(s) failed" in capsys.readouterr().err
+
+
+def test_a_backend_whose_kernels_do_not_compile_fails_the_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cubeplug.backends.cpu.server import CpuServer
+    from cubeplug.core.errors import CompileError
+
+    def cannot(self: Any, kernel: Any, dialect: str, mode: Any) -> Any:
+        raise CompileError("error: unknown target CPU 'generic'", backend="cpu", kernel=kernel.name)
+
+    monkeypatch.setattr(CpuServer, "compile", cannot)
+    selection.reset()  # no cached client with kernels compiled before
+    try:
+        doc = _bench(
+            tmp_path, "--backend", "cpu", "--quick", "--only", "launch", "--only", "reduce_sum", status=1
+        )
+    finally:
+        selection.reset()
+    assert len(doc["failures"]) == 2 and all("unknown target CPU" in f for f in doc["failures"])
+    err = capsys.readouterr().err
+    assert "2 figure(s) failed" in err and "cpu: launch: CompileError" in err
 
 
 @pytest.mark.parametrize("backend", ["opencl", "webgpu"])

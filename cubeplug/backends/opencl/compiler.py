@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.backends.opencl.devices import DeviceContext
 from cubeplug.core import cdialect
 from cubeplug.core.errors import CompileError
 from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel

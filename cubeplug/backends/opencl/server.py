@@ -34,7 +34,8 @@ import numpy as np
 
 from cubeplug.backends.opencl import launch_path
 from cubeplug.backends.opencl.compiler import DIALECTS, UNSET, OpenCLProgram, compile_kernel
-from cubeplug.backends.opencl.plugin import DeviceContext, options
+from cubeplug.backends.opencl.devices import DeviceContext
+from cubeplug.backends.opencl.options import options
 from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool, memory_properties
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
 from cubeplug.core.backend import Capabilities, DeviceInfo

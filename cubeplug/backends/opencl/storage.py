@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.backends.opencl.devices import DeviceContext
 from cubeplug.core.errors import BufferTooBig, OutOfMemoryError
 from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from cubeplug.backends.opencl.plugin import DeviceContext
+from cubeplug.backends.opencl.devices import DeviceContext
 from cubeplug.core.errors import LaunchError
 from cubeplug.core.stream import EventStreamBackend
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from cubeplug.core.stream import stream_scope
 from cubeplug.testing import gates, kernels
+from cubeplug.testing.threads import TIMEOUT, Worker
 
 CHAIN = 300
 N = 4096
@@ -68,17 +69,16 @@ class TestStreams:
                 cubeplug_client.flush()  # submitted, not waited for
                 box["h"] = h
                 queued.set()
-                done.wait(120)
+                done.wait(TIMEOUT)
 
-        thread = threading.Thread(target=writer)
-        thread.start()
+        worker = Worker(writer)
         try:
-            assert queued.wait(120), "the writer thread did not queue its work"
+            worker.wait_for(queued, "the writer thread queues its work")
             with cubeplug_client.stream():
                 got = cubeplug_client.to_numpy(box["h"], "i32")
         finally:
             done.set()
-            thread.join()
+        worker.join()
         np.testing.assert_array_equal(got, np.full(N, CHAIN, np.int32))
 
     def test_cross_stream_launch_waits_for_the_writer(self, cubeplug_client: Any) -> None:
@@ -94,14 +94,13 @@ class TestStreams:
                 box["h"] = h
                 queued.set()
 
-        thread = threading.Thread(target=writer)
-        thread.start()
-        assert queued.wait(120), "the writer thread did not queue its work"
+        worker = Worker(writer)
+        worker.wait_for(queued, "the writer thread queues its work")
         with cubeplug_client.stream():
             dst = cubeplug_client.create(np.arange(N, dtype=np.int32))
             cubeplug_client.launch(add_from, kernels.cubes(N), [box["h"], dst], [N])
             got = cubeplug_client.to_numpy(dst, "i32")
-        thread.join()
+        worker.join()
         np.testing.assert_array_equal(got, np.arange(N, dtype=np.int32) + CHAIN)
 
     def test_writes_after_cross_stream_reads(self, cubeplug_client: Any) -> None:

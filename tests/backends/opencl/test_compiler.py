@@ -151,7 +151,7 @@ def test_compilation_cache_can_be_disabled() -> None:
 
 
 def test_source_and_header_lines() -> None:
-    from cubeplug.backends.opencl.plugin import device_context
+    from cubeplug.backends.opencl.devices import device_context
     from cubeplug.core.config import Config
 
     ctx = device_context(0, Config())

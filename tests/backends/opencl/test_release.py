@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from cubeplug import CompileError, Kernel
-from cubeplug.backends.opencl.plugin import device_context
+from cubeplug.backends.opencl.devices import device_context
 from cubeplug.backends.opencl.storage import OpenCLStorage
 from tests.backends.opencl.conftest import make_client, make_config, requires_opencl, test_selector
 from tests.backends.opencl.kernels import ADD_ONE

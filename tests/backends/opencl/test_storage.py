@@ -9,7 +9,7 @@ import pytest
 
 from cubeplug import BufferTooBig, OutOfMemoryError
 from cubeplug.backends.opencl import storage as storage_mod
-from cubeplug.backends.opencl.plugin import device_context
+from cubeplug.backends.opencl.devices import device_context
 from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool
 from cubeplug.core.config import Config
 from tests.backends.opencl.conftest import make_client, requires_opencl

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cubeplug import LaunchError
-from cubeplug.backends.opencl.plugin import device_context
+from cubeplug.backends.opencl.devices import device_context
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
 from cubeplug.core.config import Config
 from tests.backends.opencl.conftest import requires_opencl

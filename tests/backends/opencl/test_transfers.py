@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cubeplug.backends.opencl import storage as storage_mod
-from cubeplug.backends.opencl.plugin import device_context
+from cubeplug.backends.opencl.devices import device_context
 from cubeplug.backends.opencl.storage import StagingPool
 from cubeplug.core.config import Config
 from cubeplug.core.stream import current_stream_id

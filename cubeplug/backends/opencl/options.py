@@ -1,0 +1,69 @@
+"""The ``[backends.opencl]`` options, validated once per client.
+
+``platform`` is a case-insensitive substring of a platform's name, vendor or version (``"pocl"``,
+``"nvidia"``, ``"3.1"``); ``device_type`` is ``all``, ``gpu``, ``cpu`` or ``accelerator``. The
+selector ``opencl:<filter>:N`` arrives as ``filter`` and takes the place of ``platform`` (or of
+``device_type`` when it is ``gpu``, ``cpu`` or ``accelerator``). ``profiling`` (default true) opens
+the queues with profiling so that ``client.profile`` times on the device. ``native_launch`` (default
+true) launches through the compiled launcher when it is built (``launch_path.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cubeplug.core.config import Config
+from cubeplug.core.errors import ConfigError
+
+NAME = "opencl"
+DEVICE_TYPES = ("all", "gpu", "cpu", "accelerator", "default")
+OPTIONS = ("platform", "device_type", "profiling", "native_launch", "filter")
+
+
+@dataclass(frozen=True)
+class OpenCLOptions:
+    """The validated ``[backends.opencl]`` options."""
+
+    platform: str | None = None
+    device_type: str = "all"
+    profiling: bool = True
+    #: Launch through the compiled launcher (launch_path.py) when it is built; false: Python only.
+    native_launch: bool = True
+
+
+def options(config: Config) -> OpenCLOptions:
+    """The ``[backends.opencl]`` options of ``config``; ConfigError naming a bad key or value."""
+    raw = config.backend_options(NAME)
+    where = "[backends.opencl]"
+    for key in raw:
+        if key not in OPTIONS:
+            raise ConfigError(f"unknown key {key!r} in {where}", key=key, allowed=", ".join(OPTIONS))
+    platform = raw.get("platform")
+    selector_filter = raw.get("filter")
+    if isinstance(selector_filter, str) and selector_filter.lower() in DEVICE_TYPES[1:4]:
+        raw["device_type"] = selector_filter  # opencl:gpu:0 filters by device type
+    elif selector_filter:
+        platform = selector_filter
+    if platform is not None and (not isinstance(platform, str) or not platform.strip()):
+        raise ConfigError(f"{where} platform must be a non-empty string, got {platform!r}", key="platform")
+    device_type = str(raw.get("device_type", "all")).lower()
+    if device_type not in DEVICE_TYPES:
+        raise ConfigError(
+            f"{where} device_type {raw.get('device_type')!r} is not valid",
+            key="device_type", allowed=", ".join(DEVICE_TYPES),
+        )
+    flags = {key: raw.get(key, True) for key in ("profiling", "native_launch")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} {key} must be true or false, got {value!r}", key=key)
+    return OpenCLOptions(platform.strip() if platform else None, device_type, **flags)
+
+
+def describe_filter(opts: OpenCLOptions) -> str:
+    """The device filter in words, for error messages."""
+    parts = []
+    if opts.platform:
+        parts.append(f"platform matching {opts.platform!r}")
+    if opts.device_type != "all":
+        parts.append(f"type {opts.device_type}")
+    return " and ".join(parts) or "no filter"
