@@ -73,3 +73,24 @@ def test_an_unreadable_cache_is_ignored(cache: Path) -> None:
 def test_the_host_fingerprint_is_stable() -> None:
     assert probe_cache.host_fingerprint() == probe_cache.host_fingerprint()
     assert len(probe_cache.host_fingerprint()) == 16
+
+
+@requires_opencl
+def test_a_context_that_fails_to_open_is_not_kept_on_disk(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyopencl as cl
+
+    (dev, *_) = devices.list_devices()
+
+    def no_context(device: Any) -> Any:
+        raise cl.Error("clCreateContext failed: OUT_OF_HOST_MEMORY")
+
+    monkeypatch.setattr(devices, "shared_context", no_context)
+    error = devices.compile_error(dev)
+    assert error is not None and "cannot open a context" in error and "OUT_OF_HOST_MEMORY" in error
+    assert probe_cache.lookup(dev, devices.PROBE_SOURCE) == (False, None)
+    monkeypatch.undo()
+    monkeypatch.setenv("CUBEPLUG_CACHE_DIR", str(cache.parent))
+    monkeypatch.setattr(devices, "_probed", {})
+    assert devices.compile_error(dev) is None  # passing: the next process probes again and it builds
