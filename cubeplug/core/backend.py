@@ -62,6 +62,8 @@ class Capabilities:
     offset_alignment: int = 1
     max_cube_dim: tuple[int, int, int] = (1024, 1024, 64)
     max_cube_threads: int = 1024
+    #: The most cubes a launch may run along x, y and z (what CubeCount itself allows by default).
+    max_cube_count: tuple[int, int, int] = (0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
 
     def has(self, name: str) -> bool:
         """True when the named capability is present (a true flag or a non-zero figure)."""

@@ -17,12 +17,12 @@ import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
-from cubeplug.core.errors import DeviceLostError, ValidationError
+from cubeplug.core.errors import DeviceLostError, ValidationError, describe
 from cubeplug.core.handle import Handle, Tensor
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
 from cubeplug.core.profile import ProfileDuration, ProfileLog
-from cubeplug.core.server import ComputeServer
+from cubeplug.core.server import ComputeServer, check_arguments
 from cubeplug.core.stream import _local, current_stream_id, stream_scope
 
 R = TypeVar("R")
@@ -167,8 +167,9 @@ class ComputeClient:
     def read_async(self, handles: Sequence[Handle]) -> Future[list[bytes]]:
         """A future of the bytes of each handle, after the work that writes them."""
         sid = self._sid()
+        handles = _handle_list(handles, "read")
         with self._lock:
-            return self._server.read_async(list(handles), sid)
+            return self._server.read_async(handles, sid)
 
     def read(self, handles: Sequence[Handle]) -> list[bytes]:
         """The bytes of each handle, after the work that writes them."""
@@ -181,10 +182,13 @@ class ComputeClient:
     def to_numpy(self, handle: Handle, dtype: Any, shape: Iterable[int] | None = None) -> np.ndarray:
         """A handle's bytes as a numpy array of ``dtype`` (and ``shape``)."""
         dt = DTYPES[dtype_of(dtype)]
+        if type(handle) is not Handle:
+            raise ValidationError(f"to_numpy takes a cubeplug Handle, got {type(handle).__name__}")
         if handle.size % dt.itemsize:
             raise ValidationError(f"a view of {handle.size} B is not a whole number of {dt} elements")
+        dims = None if shape is None else _shape_for(shape, handle.size // dt.itemsize, dt)
         arr = _writable(np.frombuffer(self.read_one(handle), dtype=dt))
-        return arr if shape is None else arr.reshape(tuple(shape))
+        return arr if dims is None else arr.reshape(dims)
 
     def read_tensor(self, tensor: Tensor) -> np.ndarray:
         """A tensor as a C-contiguous numpy array, honouring its strides (pitched rows)."""
@@ -232,6 +236,9 @@ class ComputeClient:
         self._acquire()  # not ``with``: half the cost on the hot paths
         try:  # the kernel's generated checked launch (see core/plans.py)
             plan(self._server, count, buffers, scalars, sid)
+        except TypeError:  # no cost unless raised: buffers or scalars that are no sequences say so
+            check_arguments(kernel, buffers, scalars)
+            raise
         finally:
             self._release()
 
@@ -260,6 +267,9 @@ class ComputeClient:
         self._acquire()
         try:
             plan(self._server, count, buffers, scalars, sid)
+        except TypeError:
+            check_arguments(kernel, buffers, scalars)
+            raise
         finally:
             self._release()
 
@@ -327,6 +337,11 @@ class ComputeClient:
 
     def profile(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> tuple[R, ProfileDuration]:
         """Run ``fn`` and measure the device work it queued: (result, ProfileDuration)."""
+        if not callable(fn):
+            raise ValidationError(
+                f"profile takes a function to run (and its arguments), got {describe(fn)}; e.g. "
+                f"client.profile(client.launch, kernel, count, buffers, scalars)"
+            )
         sid = self._sid()
         with self._lock:
             pid = self._server.profile_start(sid)
@@ -430,6 +445,42 @@ def _as_count(count: Any) -> CubeCount:
             _counts.clear()
         _counts[count] = made
     return made
+
+
+def _handle_list(handles: Any, what: str) -> list[Handle]:
+    """``handles`` as a list, or ValidationError for one handle or anything that is not a sequence."""
+    if type(handles) is list:
+        return handles
+    if isinstance(handles, Handle):
+        raise ValidationError(
+            f"{what} takes a list of handles, got one Handle; use client.{what}([handle]) or "
+            f"client.read_one(handle)"
+        )
+    if isinstance(handles, (str, bytes, dict)) or not isinstance(handles, Iterable):
+        raise ValidationError(f"{what} takes a list of handles, got {describe(handles)}")
+    return list(handles)
+
+
+def _shape_for(shape: Any, elements: int, dtype: np.dtype[Any]) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints holding exactly ``elements``, or ValidationError saying why not."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= -1 for d in shape
+    ):
+        raise ValidationError(f"shape must be a tuple of non-negative ints, got {describe(shape)}")
+    dims = tuple(int(d) for d in shape)
+    known = 1
+    for d in dims:
+        known *= d if d >= 0 else 1
+    free = dims.count(-1)
+    fits = known == elements if not free else free == 1 and known and elements % known == 0
+    if not fits:
+        raise ValidationError(
+            f"shape {dims} does not hold the {elements} {dtype} elements of the handle; give a shape "
+            f"whose product is {elements} (or -1 for one axis), or read a view of the handle"
+        )
+    return dims
 
 
 def _writable(arr: np.ndarray) -> np.ndarray:

@@ -217,6 +217,21 @@ def _positive_int(value: Any, env: bool) -> int:
     return value
 
 
+#: The most streams ``[streaming] max_streams`` allows: every server keeps a slot per stream (a queue,
+#: a memory management, a native stream), so a larger figure only costs memory and threads.
+MAX_STREAMS = 1024
+
+
+def _stream_count(value: Any, env: bool) -> int:
+    count = _positive_int(value, env)
+    if count > MAX_STREAMS:
+        raise ValueError(
+            f"{count} streams is more than cubeplug keeps ({MAX_STREAMS}); streams beyond the limit "
+            f"share slots (id % max_streams), so a smaller number loses nothing"
+        )
+    return count
+
+
 def _names(value: Any, env: bool) -> list[str]:
     if env and isinstance(value, str):
         value = [v for v in (p.strip() for p in value.split(",")) if v]
@@ -272,7 +287,7 @@ SCHEMA: dict[str, dict[str, _Key]] = {
         "limit": _Key(_limit, 'bytes (int), a size ("512MiB", "2GB"), a share ("80%") or "none"'),
     },
     "streaming": {
-        "max_streams": _Key(_positive_int, "a positive integer"),
+        "max_streams": _Key(_stream_count, f"a positive integer up to {MAX_STREAMS}"),
         "policy": _Key(_choice("per-thread", "single"), "per-thread, single"),
     },
     "autotune": {

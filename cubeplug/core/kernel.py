@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from cubeplug.core.errors import ValidationError
+from cubeplug.core.errors import ValidationError, describe
 
 if TYPE_CHECKING:
     from cubeplug.core.handle import Handle
@@ -209,10 +209,7 @@ class Kernel:
             raise ValidationError(f"kernel {name!r}: parameter names must be unique, got {names}")
         if not sources:
             raise ValidationError(f"kernel {name!r} has no sources; give at least one dialect")
-        dims = (cube_dim,) if isinstance(cube_dim, int) else tuple(cube_dim)
-        dims = (*dims, 1, 1)[:3] if len(dims) < 3 else dims
-        if len(dims) != 3 or any(not isinstance(d, int) or d < 1 for d in dims):
-            raise ValidationError(f"kernel {name!r}: cube_dim must be 1 to 3 positive ints, got {cube_dim!r}")
+        dims = _cube_dim(name, cube_dim)
         set_(self, "name", name)
         set_(self, "params", params)
         set_(self, "sources", dict(sources))
@@ -292,6 +289,26 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, {len(self.params)} params, cube_dim={self.cube_dim})"
+
+
+def _cube_dim(name: str, cube_dim: Any) -> tuple[int, ...]:
+    """``cube_dim`` as three positive ints (missing axes are 1), or ValidationError saying what is wrong."""
+    bad = ValidationError(
+        f"kernel {name!r}: cube_dim must be a positive int or a tuple of 1 to 3 positive ints "
+        f"(e.g. 256 or (16, 16)), got {describe(cube_dim)}"
+    )
+    if isinstance(cube_dim, (int, np.integer)) and not isinstance(cube_dim, bool):
+        dims: tuple[Any, ...] = (cube_dim,)
+    elif isinstance(cube_dim, (tuple, list)):
+        dims = tuple(cube_dim)
+    else:
+        raise bad
+    if not 1 <= len(dims) <= 3:
+        raise bad
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise bad
+    return (*(int(d) for d in dims), 1, 1)[:3]
 
 
 def _fast_check(dt: np.dtype[Any]) -> tuple[type, Any, Any, Any]:

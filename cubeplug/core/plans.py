@@ -26,6 +26,9 @@ from typing import Any
 from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import Kernel
 
+#: The largest count along an axis that a CubeCount holds.
+COUNT_MAX = 0xFFFFFFFF
+
 #: ``plan(server, count, buffers, scalars, stream_id)``: checks, then queues the launch.
 Plan = Callable[[Any, Any, Sequence[Any], Sequence[Any], int], None]
 
@@ -57,6 +60,7 @@ def make_plan(
     general: Callable[..., None],
     queue: QueueCode | None = None,
     checked: bool = True,
+    max_count: tuple[int, int, int] = (COUNT_MAX, COUNT_MAX, COUNT_MAX),
 ) -> Plan:
     """The checked launch of ``kernel`` (already ``compiled``) on a server whose offsets align to
     ``alignment``; with ``checked=False``, the unchecked launch.
@@ -66,10 +70,14 @@ def make_plan(
     argument, not a captured constant, so that a server caching its plans sits in no reference cycle.
     An unchecked plan tests only what the inlined queueing needs (live handles of this server, a
     static count, a list or tuple of as many scalars as declared); the values go as given.
+    Either plan sends a count beyond the device's ``max_count`` (per axis) to ``general``.
     """
     bufs = [f"b{i}" for i in range(len(kernel.buffer_params))]
     vals = [f"s{i}" for i in range(len(kernel.scalar_params))]
     tests: list[str] = ["count.handle is None"]
+    # The device's limits on the count (a count beyond one goes to the general path, which says so);
+    # an axis that allows every CubeCount costs no test.
+    tests += [f"count.{a} <= {m}" for a, m in zip("xyz", max_count, strict=True) if m < COUNT_MAX]
     for name, itemsize in zip(bufs, kernel.buffer_itemsizes, strict=True):
         tests.append(f"type({name}) is Handle and {name}._owner is owner and {name}._memory is not None")
         if alignment > 1 and checked:

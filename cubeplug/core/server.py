@@ -14,7 +14,7 @@ import itertools
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
-from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
+from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError, describe
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
 from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import (
@@ -90,6 +90,7 @@ class ComputeServer(ABC):
         self.unchecked_plans: dict[Kernel, Plan] = {}
         self._single_stream = self.config.streaming.policy == "single"
         self._align = capabilities.offset_alignment
+        self._max_count: tuple[int, int, int] = capabilities.max_cube_count
         self._modes: list[AllocationMode] = []
         self._profiles: dict[int, ProfileToken] = {}
         self._profile_ids = itertools.count(1)
@@ -327,6 +328,7 @@ class ComputeServer(ABC):
         """Validate (when checked), compile once, and queue a kernel launch."""
         if not isinstance(kernel, Kernel):  # also keeps an unhashable value out of the dicts below
             raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
+        check_arguments(kernel, buffers, scalars)
         if mode is _CHECKED:
             plan = self.launch_plans.get(kernel)
             if plan is None:
@@ -340,7 +342,7 @@ class ComputeServer(ABC):
                 compiled = self._compiled[kernel] = self._compile(kernel, mode)
             plan = self.unchecked_plans[kernel] = make_plan(
                 kernel, compiled, self._align, ComputeServer._launch_unchecked_general,
-                self.queue_code(kernel, compiled), checked=False,
+                self.queue_code(kernel, compiled), checked=False, max_count=self._max_count,
             )
         plan(self, count, buffers, scalars, stream_id)
 
@@ -353,7 +355,9 @@ class ComputeServer(ABC):
         scalars: Sequence[Any],
         stream_id: int,
     ) -> None:
-        """An unchecked launch the plan does not take inline: queued by :meth:`execute` as given."""
+        """An unchecked launch the plan does not take inline: queued by :meth:`execute` as given
+        (once buffers and scalars are known to be lists: ``None`` is no empty list)."""
+        check_arguments(kernel, buffers, scalars)
         self._execute_unless_empty(stream_id, compiled, count, buffers, scalars)
 
     def _plan(self, kernel: Kernel, mode: ExecutionMode) -> Plan:
@@ -375,7 +379,8 @@ class ComputeServer(ABC):
         compiled = self._compile(kernel, mode)
         self._checked_kernels[kernel] = compiled
         plan = self.launch_plans[kernel] = make_plan(
-            kernel, compiled, self._align, ComputeServer._launch_general, self.queue_code(kernel, compiled)
+            kernel, compiled, self._align, ComputeServer._launch_general, self.queue_code(kernel, compiled),
+            max_count=self._max_count,
         )
         return plan
 
@@ -394,6 +399,7 @@ class ComputeServer(ABC):
         stream_id: int,
     ) -> None:
         """A checked launch with every check in full: ValidationError saying what is wrong, else queued."""
+        check_arguments(kernel, buffers, scalars)
         self._check_buffers(kernel, buffers)
         if count.handle is not None:
             self._check_dynamic(count.handle)
@@ -408,10 +414,24 @@ class ComputeServer(ABC):
         buffers: Sequence[Any],
         scalars: Sequence[Any],
     ) -> None:
-        """:meth:`execute`, unless a static count has a zero (nothing to run)."""
-        if count.handle is None and not (count.x and count.y and count.z):
-            return
+        """:meth:`execute`, unless a static count has a zero (nothing to run); ValidationError for a
+        static count beyond the device's limits."""
+        if count.handle is None:
+            if not (count.x and count.y and count.z):
+                return
+            self.check_count(count.x, count.y, count.z)
         self.execute(stream_id, compiled, count, buffers, scalars)
+
+    def check_count(self, x: int, y: int, z: int) -> None:
+        """ValidationError when ``(x, y, z)`` cubes exceed the device's ``max_cube_count``; backends
+        call it for counts they read from the device (``CubeCount.dynamic``) too."""
+        mx, my, mz = self._max_count
+        if x > mx or y > my or z > mz:
+            raise ValidationError(
+                f"a launch of ({x}, {y}, {z}) cubes exceeds this device's limit of {self._max_count} "
+                f"cubes per dimension ({self.info}); spread the cubes over x, y and z, or loop inside the "
+                f"kernel over more elements per unit"
+            )
 
     def _compile(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
         dialect = kernel.pick_dialect(self.dialects, self.backend)
@@ -645,6 +665,17 @@ class ComputeServer(ABC):
     @abstractmethod
     def sync_all(self) -> None:
         """Block until the work of every stream completed; raise the first asynchronous error."""
+
+
+def check_arguments(kernel: Kernel, buffers: Any, scalars: Any) -> None:
+    """ValidationError when a launch's ``buffers`` or ``scalars`` is not a list (or another sized
+    sequence): what a TypeError raised inside a launch plan means. Returns when both are fine."""
+    for what, value, items in (("buffers", buffers, "Handles"), ("scalars", scalars, "values")):
+        if isinstance(value, (str, bytes, Mapping, Handle)) or not isinstance(value, Collection):
+            raise ValidationError(
+                f"kernel {kernel.name!r}: {what} must be a list of {items}, got {describe(value)}; "
+                f"pass [] when the kernel takes none"
+            )
 
 
 def _gather(data: bytes, tensor: Tensor) -> np.ndarray:

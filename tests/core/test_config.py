@@ -155,6 +155,7 @@ def test_backends_tables_and_bench_are_free_form(tree: Path) -> None:
         ("[memory]\nlimit = true\n", "memory.limit", "bytes"),
         ("[streaming]\nmax_streams = 0\n", "streaming.max_streams", "positive integer"),
         ('[streaming]\nmax_streams = "4"\n', "streaming.max_streams", "positive integer"),
+        ("[streaming]\nmax_streams = 100000000000\n", "streaming.max_streams", "up to 1024"),
         ('[streaming]\npolicy = "per-process"\n', "streaming.policy", "per-thread, single"),
         ('[autotune]\nlevel = "max"\n', "autotune.level", "minimal, balanced, extensive, full"),
         ('[autotune]\ncache = "yes"\n', "autotune.cache", "true, false"),
@@ -200,6 +201,7 @@ def test_malformed_toml_names_the_file(tree: Path) -> None:
     [
         ({"CUBEPLUG_MEMORY_LIMT": "1"}, "memory.limt"),
         ({"CUBEPLUG_STREAMING_MAX_STREAMS": "many"}, "streaming.max_streams"),
+        ({"CUBEPLUG_STREAMING_MAX_STREAMS": "100000000000"}, "streaming.max_streams"),
         ({"CUBEPLUG_COMPILATION_CACHE": "perhaps"}, "compilation.cache"),
         ({"CUBEPLUG_BACKEND_DEFAULT": "::"}, "backend.default"),
         ({"CUBEPLUG_MEMORY_LIMIT": "-5"}, "memory.limit"),
@@ -251,3 +253,12 @@ def test_process_cache_reload_and_reset(tree: Path, monkeypatch: pytest.MonkeyPa
         assert cfgmod.get_config().logging.level == "info"
     finally:
         cfgmod.reset_config()
+
+
+def test_too_many_streams_is_a_config_error_at_client_creation(tree: Path) -> None:
+    """Issue 17: ``max_streams = 10**11`` surfaced as PluginError ... MemoryError from the server."""
+    eff = load(tree)
+    with pytest.raises(ConfigError, match="max_streams") as info:
+        with_overrides(eff, {"streaming": {"max_streams": 100_000_000_000}})
+    assert "1024" in str(info.value)
+    assert with_overrides(eff, {"streaming": {"max_streams": 1024}}).config.streaming.max_streams == 1024

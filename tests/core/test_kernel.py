@@ -52,6 +52,13 @@ def test_params_split_in_declared_order() -> None:
         (dict(params=[Buffer("x", "f32"), Scalar("x", "u32")]), "unique"),
         (dict(sources={}), "no sources"),
         (dict(cube_dim=(0, 1, 1)), "cube_dim"),
+        (dict(cube_dim=2.5), "cube_dim"),
+        (dict(cube_dim=None), "cube_dim"),
+        (dict(cube_dim="256"), "cube_dim"),
+        (dict(cube_dim=(8, 8.0)), "cube_dim"),
+        (dict(cube_dim=(1, 1, 1, 1)), "cube_dim"),
+        (dict(cube_dim=()), "cube_dim"),
+        (dict(cube_dim=True), "cube_dim"),
         (dict(params=["x"]), "Buffer or Scalar"),
     ],
 )

@@ -100,6 +100,7 @@ class CudaServer(ComputeServer):
             offset_alignment=OFFSET_ALIGNMENT,
             max_cube_dim=props.max_block_dim,
             max_cube_threads=props.max_threads_per_block,
+            max_cube_count=props.max_grid_dim,
         )
         launch_path = "cupy" if self.options.launch == "cupy" or not driver_available() else "driver"
         info = DeviceInfo(

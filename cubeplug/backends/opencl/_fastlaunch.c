@@ -233,6 +233,7 @@ typedef struct {
     PyObject *server;       /* what a Handle's _owner must be */
     PyObject *slots;        /* the MultiStream's stream states by slot (a list) */
     Py_ssize_t max_streams;
+    long long max_count[3]; /* the device's most cubes per dimension (more: Python says so) */
     PyObject *entries;      /* dict: Kernel -> Entry, or None for a kernel that always goes to Python */
     PyObject *on_miss;      /* on_miss(kernel): an Entry, False (never), None (not yet) */
     PyObject *queue;        /* the last queue enqueued on, and its cl_command_queue */
@@ -380,7 +381,10 @@ static int check(Launcher *self, Entry *e, PyObject *count, PyObject *const *buf
                  Value *values) {
     long long axes[3];
     if (!count_axes(count, axes)) return 0;
-    for (int a = 0; a < 3; a++) global[a] = (size_t)axes[a] * e->local[a];
+    for (int a = 0; a < 3; a++) {
+        if (axes[a] > self->max_count[a]) return 0;  /* beyond the device's limit: Python says so */
+        global[a] = (size_t)axes[a] * e->local[a];
+    }
     long long m = self->max_streams;
     long long index = pymod(sid, m);
     if (index >= PyList_GET_SIZE(self->slots)) return 0;
@@ -671,12 +675,14 @@ out:
 
 static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"client_ref", "fallback", "lock", "local", "server", "slots",
-                             "max_streams", "entries", "on_miss", NULL};
+                             "max_streams", "entries", "on_miss", "max_count", NULL};
     PyObject *client_ref, *fallback, *lock, *local, *server, *slots, *entries, *on_miss;
     Py_ssize_t max_streams;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!nO!O", kwlist, &client_ref, &fallback, &lock,
-                                     &local, &server, &PyList_Type, &slots, &max_streams,
-                                     &PyDict_Type, &entries, &on_miss))
+    long long max_count[3] = {0xFFFFFFFFLL, 0xFFFFFFFFLL, 0xFFFFFFFFLL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!nO!O|(LLL)", kwlist, &client_ref, &fallback,
+                                     &lock, &local, &server, &PyList_Type, &slots, &max_streams,
+                                     &PyDict_Type, &entries, &on_miss, &max_count[0], &max_count[1],
+                                     &max_count[2]))
         return -1;
     if (!ready) {
         PyErr_SetString(PyExc_RuntimeError, "_fastlaunch.init was not called");
@@ -711,6 +717,7 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     Py_INCREF(entries); Py_XSETREF(self->entries, entries);
     Py_INCREF(on_miss); Py_XSETREF(self->on_miss, on_miss);
     self->max_streams = max_streams;
+    for (int a = 0; a < 3; a++) self->max_count[a] = max_count[a];
     self->vectorcall = (vectorcallfunc)Launcher_vectorcall;
     return 0;
 }

@@ -108,6 +108,7 @@ def launcher(server: Any, client: Any, checked: bool, method: Any) -> Any | None
         server=server,
         slots=server.multistream.streams.slots,
         max_streams=server.multistream.max_streams,
+        max_count=server.capabilities.max_cube_count,
         entries=entries,
         on_miss=functools.partial(entry, weakref.ref(server), checked),
     )

@@ -55,6 +55,11 @@ _open_servers: weakref.WeakSet[OpenCLServer] = weakref.WeakSet()
 #: What setting scalars that do not pack raises (unchecked launches only).
 _SCALAR_ERRORS = (ValueError, TypeError, RuntimeError, struct.error)
 
+#: The most cubes a launch runs per dimension. OpenCL sets no limit on work-group counts (a launch
+#: of 2**32-1 x 65535 groups is accepted and runs for days), so OpenCL takes those of the ``c``
+#: dialect it shares with CUDA: a grid every CUDA device runs (the compiled launcher gets them too).
+MAX_CUBE_COUNT = (2**31 - 1, 65535, 65535)
+
 #: How long closing waits for a helper thread (it only waits for work already queued).
 _JOIN_TIMEOUT = 60.0
 
@@ -167,6 +172,7 @@ def capabilities(ctx: DeviceContext, storage: OpenCLStorage, profiling: bool) ->
         offset_alignment=storage.alignment,
         max_cube_dim=(int(sizes[0]), int(sizes[1]), int(sizes[2])),
         max_cube_threads=int(limits["max_work_group_size"]),
+        max_cube_count=MAX_CUBE_COUNT,
     )
 
 
@@ -258,6 +264,7 @@ class OpenCLServer(ComputeServer):
                 cx, cy, cz = self._dynamic_count(queue, dynamic)
                 if cx == 0 or cy == 0 or cz == 0:
                     return
+                self.check_count(cx, cy, cz)
                 size = (cx * lx, cy * ly, cz * lz)
             if buffers:
                 last = prog.last_buffers

@@ -72,6 +72,7 @@ class WgpuServer(ComputeServer):
         if "shader-int64" in features:
             dtypes |= {"i64", "u64"}
         timestamps = "timestamp-query" in features
+        max_groups = int(limits["max-compute-workgroups-per-dimension"])
         caps = Capabilities(
             dtypes=frozenset(dtypes),
             multi_queue=False,
@@ -91,6 +92,7 @@ class WgpuServer(ComputeServer):
                 int(limits["max-compute-workgroup-size-z"]),
             ),
             max_cube_threads=int(limits["max-compute-invocations-per-workgroup"]),
+            max_cube_count=(max_groups, max_groups, max_groups),
         )
         import wgpu
 
@@ -263,13 +265,8 @@ class WgpuServer(ComputeServer):
             raise _scalar_error(compiled.kernel, scalars, e) from e
         handle = count.handle
         if handle is None:
+            # The count is within the device's limits: the plans and the general path checked it.
             x, y, z = count.x, count.y, count.z
-            limit = self._max_groups
-            if x > limit or y > limit or z > limit:
-                raise ValidationError(
-                    f"{count} exceeds this device's {limit} cubes per dimension; spread the cubes over "
-                    f"x, y and z or loop inside the kernel"
-                )
             # Queued work holds the slice tokens, never the user's handles (which may be dropped).
             keep = tuple([h._memory for h in buffers])
             self.scheduler.register(

@@ -218,3 +218,82 @@ class TestBadInput:
         replacement = eventually(lambda: client.create(np.full(chunk // 4, 99, np.uint32)), OutOfMemoryError)
         assert client.to_numpy(replacement, "u32")[-1] == 99
         keep.check()
+
+    # ------------------------------------------------------------------ issue 17, item 5 and item 3
+    @pytest.mark.parametrize("what", ["handle", "none", "int", "string"])
+    def test_read_takes_a_list(self, cubeplug_client: Any, keeper: Keeper, what: str) -> None:
+        value = {"handle": keeper.handle, "none": None, "int": 42, "string": "h"}[what]
+        for read in (cubeplug_client.read, cubeplug_client.read_async):
+            with pytest.raises(ValidationError, match="list of handles"):
+                read(value)
+
+    @pytest.mark.parametrize("shape", [(5, 5), (300,), (-1, 7), ("a",), 2.5, (1.5, 2)], ids=repr)
+    def test_to_numpy_shape_that_does_not_fit(
+        self, cubeplug_client: Any, keeper: Keeper, shape: Any
+    ) -> None:
+        with pytest.raises(ValidationError, match="shape"):
+            cubeplug_client.to_numpy(keeper.handle, "u32", shape)
+        assert cubeplug_client.to_numpy(keeper.handle, "u32", (16, -1)).shape == (16, 16)
+
+    def test_to_numpy_of_no_handle(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        for bad in (None, 42, keeper.handle.memory()):
+            with pytest.raises(ValidationError, match="Handle"):
+                cubeplug_client.to_numpy(bad, "u32")
+
+    def test_launch_arguments_that_are_no_lists(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        k = _fill(cubeplug_client)
+        h = cubeplug_client.create(np.zeros(64, np.uint32))
+        c = cubeplug_client
+        bad = [((None, [1, 64]), "buffers"), (([h], None), "scalars"), ((h, [1, 64]), "buffers"),
+               (([h], 7), "scalars"), ((None, None), "buffers")]  # fmt: skip
+        for rounds in range(3):  # the first launch (general path), then with a plan (and a C launcher)
+            for (buffers, scalars), what in bad:
+                for launch in (c.launch, c.launch_unchecked):
+                    with pytest.raises(ValidationError, match=what):
+                        launch(k, 1, buffers, scalars)
+            c.launch(k, 1, [h], [rounds, 64])
+            c.launch_unchecked(k, 1, [h], [rounds, 64])
+        np.testing.assert_array_equal(c.to_numpy(h, "u32"), 2 + np.arange(64))
+
+    @pytest.mark.parametrize("fn", [42, None, "launch"], ids=repr)
+    def test_profile_needs_a_function(self, cubeplug_client: Any, keeper: Keeper, fn: Any) -> None:
+        with pytest.raises(ValidationError, match="function"):
+            cubeplug_client.profile(fn)
+
+    def test_count_beyond_the_device_limits(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        c = cubeplug_client
+        limits = tuple(c.capabilities.max_cube_count)
+        if all(m >= 0xFFFFFFFF for m in limits):
+            pytest.skip(gates.lacks("max_cube_count below CubeCount's own range"))
+        k = _fill(c)
+        h = c.create(np.zeros(8, np.uint32))
+        counts = [tuple(m + 1 if a == axis else 1 for a in range(3)) for axis, m in enumerate(limits)
+                  if m < 0xFFFFFFFF]  # fmt: skip
+        counts.append((2**32 - 1, 65535, 1))  # accepted by OpenCL on PoCL, it ran for days
+        for rounds in range(3):  # the first launch (general path), then with a plan (and a C launcher)
+            for count in counts:
+                for launch in (c.launch, c.launch_unchecked):
+                    with pytest.raises(ValidationError, match="cubes per dimension"):
+                        launch(k, count, [h], [1, 8])
+                    with pytest.raises(ValidationError, match="cubes per dimension"):
+                        launch(k, CubeCount(*count), [h], [1, 8])
+            c.launch(k, 1, [h], [rounds, 8])
+        c.sync()
+        np.testing.assert_array_equal(c.to_numpy(h, "u32"), 2 + np.arange(8))
+
+    def test_dynamic_count_beyond_the_device_limits(self, cubeplug_client: Any, keeper: Keeper) -> None:
+        c = cubeplug_client
+        gates.require(c, "dynamic_count")
+        limits = tuple(c.capabilities.max_cube_count)
+        if all(m >= 0xFFFFFFFF for m in limits):
+            pytest.skip(gates.lacks("max_cube_count below CubeCount's own range"))
+        k = _fill(c)
+        h = c.create(np.zeros(8, np.uint32))
+        big = c.create(np.array([2**32 - 1, 65535, 1], np.uint32))
+        try:  # refused, or dispatched as nothing (WebGPU skips an indirect count beyond its limits)
+            c.launch(k, CubeCount.dynamic(big), [h], [5, 8])
+            c.sync()
+        except ValidationError as e:
+            assert "cubes per dimension" in str(e)
+        c.launch(k, 1, [h], [1, 8])
+        np.testing.assert_array_equal(c.to_numpy(h, "u32"), 1 + np.arange(8))
