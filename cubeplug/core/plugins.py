@@ -6,6 +6,10 @@ with ``--probe``. Each plugin loads in its own ``try``: a half registration is r
 failure is recorded (dist==version, entry point, cause, remedy); only the selected backend's
 failure raises. Factory hooks are called only on the plugin that registered the backend name.
 
+Plugin code (its import, its hooks, its factories, its probe) that raises anything but
+KeyboardInterrupt, SystemExit included, is a plugin failure: recorded or raised as PluginError,
+never the end of the host process.
+
 Environment: ``CUBEPLUG_DISABLE=a,b`` blocks entry points (or distributions) before import;
 ``CUBEPLUG_AUTOLOAD=0`` with ``CUBEPLUG_PLUGINS=a,b`` loads only those plugins (plus cubeplug's own);
 ``CUBEPLUG_STRICT_PLUGINS=1`` turns any plugin failure into an error.
@@ -204,7 +208,9 @@ class PluginRegistry:
             assert entry.ep is not None
             try:
                 plugin = entry.ep.load()
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self._fail(entry, "failed to import", exc, f"reinstall or upgrade {entry.dist}")
                 return entry
             self._register(entry, plugin)
@@ -263,7 +269,9 @@ class PluginRegistry:
                     f"(it provides: {', '.join(added) or 'none'})",
                     remedy="make the entry-point name the backend's name",
                 )
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             for name in added:
                 self._backends.pop(name, None)
             if registered:
@@ -427,7 +435,9 @@ class PluginRegistry:
                     result = spec.probe()
                     if not isinstance(result, Probe):
                         result = Probe.unavailable(f"probe returned {type(result).__name__}, not Probe")
-                except Exception as exc:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:
                     result = Probe.unavailable(f"probe raised {type(exc).__name__}: {exc}")
                 self._probes[name] = result
             return self._probes[name]
@@ -449,7 +459,9 @@ class PluginRegistry:
             result = self._call_impl(entry.plugin, hook, **kw)
         except CubeplugError:
             raise
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise PluginError(
                 f"{hook} of backend {name!r} raised",
                 dist=entry.dist,
@@ -509,7 +521,9 @@ class PluginRegistry:
                 self._configured = config
                 try:
                     self.pm.hook.cubeplug_configure.call_historic(kwargs={"config": config})
-                except Exception:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:
                     log.warning("a plugin's cubeplug_configure hook failed", exc_info=True)
 
     def diagnostics(self, name: str) -> dict[str, Any]:
@@ -519,7 +533,9 @@ class PluginRegistry:
             plugin_name = self.pm.get_name(impl.plugin) or "?"
             try:
                 result = impl.function(*({"backend": name}[a] for a in impl.argnames))
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 out[f"{plugin_name} (error)"] = f"{type(exc).__name__}: {exc}"
                 continue
             if isinstance(result, Mapping):
@@ -538,7 +554,9 @@ class PluginRegistry:
             return
         try:
             getattr(self.pm.hook, hook)(**kwargs)
-        except Exception:
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
             log.warning("observer hook %s failed", hook, exc_info=True)
 
     # ------------------------------------------------------------------ listing

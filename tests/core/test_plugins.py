@@ -271,3 +271,36 @@ def test_configure_is_historic_and_diagnostics_are_collected(site: Installer) ->
     assert ("configure", config) in module.EVENTS
     assert reg.diagnostics("cpu") == {"dummy section": {"asked about": "cpu"}}
     assert reg.memory_properties("cpu") is not None
+
+
+def test_system_exit_from_plugin_code_is_a_plugin_failure(site: Installer) -> None:
+    """Issue 17: a plugin raising SystemExit at import ended cubeplug.client() (auto-selection)."""
+    site("good", "exitimport", "exithooks", "exitspecs")
+    chosen = selection.select("auto")  # imports every plugin, probes every backend
+    assert chosen.backend == "dummygood"
+    skipped = dict(chosen.skipped)
+    assert "SystemExit" in skipped["dummyexit"] and "dummyexit refuses to load" in skipped["dummyexit"]
+    assert "SystemExit" in skipped["dummyexithooks"]  # its probe exits: unavailable
+    assert "SystemExit" in skipped["dummyexitspecs"]
+    client = selection.client()
+    assert client.backend == "dummygood"
+    reg = plugins.registry()
+    with pytest.raises(PluginError) as info:
+        reg.backend("dummyexit")
+    assert isinstance(info.value.__cause__, SystemExit)
+    assert "cubeplug-dummy-exit==0.7" in str(info.value) and "CUBEPLUG_DISABLE=dummyexit" in str(info.value)
+    with pytest.raises(PluginError) as info:
+        build(reg, "dummyexithooks")
+    assert isinstance(info.value.__cause__, SystemExit) and "no storage today" in str(info.value)
+    assert "dummyexithooks (error)" in str(reg.diagnostics("cpu"))  # diagnostics never raise
+    rows = {r.name: r for r in reg.listing(probe=True)}
+    assert rows["dummyexit"].status == "failed" and "SystemExit" in rows["dummyexit"].reason
+    assert rows["dummyexitspecs"].status == "failed" and "SystemExit" in rows["dummyexitspecs"].reason
+    assert rows["dummyexithooks"].status == "unavailable" and "SystemExit" in rows["dummyexithooks"].reason
+
+
+def test_keyboard_interrupt_from_plugin_code_is_not_swallowed(site: Installer) -> None:
+    site("interrupt")
+    reg = PluginRegistry(env=hermetic())
+    with pytest.raises(KeyboardInterrupt):
+        reg.load("dummyinterrupt")

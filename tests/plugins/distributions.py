@@ -143,6 +143,37 @@ def cubeplug_backends():
 """
 )
 
+#: Plugin code that raises SystemExit (issue 17): at import, and in every hook of a module that imports.
+EXIT_AT_IMPORT = "raise SystemExit('dummyexit refuses to load')\n"
+EXIT_IN_HOOKS = (
+    HEADER
+    + "NAME = 'dummyexithooks'\n"
+    + """
+def probe():
+    raise SystemExit(3)
+
+@hookimpl
+def cubeplug_backends():
+    return [BackendSpec(name='dummyexithooks', description='exits', dialects=('python',), probe=probe,
+                        priority=90, kind='gpu')]
+
+@hookimpl
+def cubeplug_compute_storage(backend, device, config):
+    if backend == NAME:
+        raise SystemExit('no storage today')
+
+@hookimpl
+def cubeplug_diagnostics(backend):
+    raise SystemExit('no diagnostics either')
+"""
+)
+EXIT_IN_SPECS = HEADER + """
+@hookimpl
+def cubeplug_backends():
+    raise SystemExit(1)
+"""
+INTERRUPT_AT_IMPORT = "raise KeyboardInterrupt\n"
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -187,6 +218,27 @@ DISTS = {
     ),
     "slow": Dist(
         "cubeplug-dummy-slow", "0.6", {"dummyslow": "cubeplug_dummy_slow"}, {"cubeplug_dummy_slow": SLOW}
+    ),
+    "exitimport": Dist(
+        "cubeplug-dummy-exit", "0.7", {"dummyexit": "cubeplug_dummy_exit"}, {"cubeplug_dummy_exit": EXIT_AT_IMPORT}
+    ),
+    "exithooks": Dist(
+        "cubeplug-dummy-exithooks",
+        "0.8",
+        {"dummyexithooks": "cubeplug_dummy_exithooks"},
+        {"cubeplug_dummy_exithooks": EXIT_IN_HOOKS},
+    ),
+    "exitspecs": Dist(
+        "cubeplug-dummy-exitspecs",
+        "0.9",
+        {"dummyexitspecs": "cubeplug_dummy_exitspecs"},
+        {"cubeplug_dummy_exitspecs": EXIT_IN_SPECS},
+    ),
+    "interrupt": Dist(
+        "cubeplug-dummy-interrupt",
+        "1.1",
+        {"dummyinterrupt": "cubeplug_dummy_interrupt"},
+        {"cubeplug_dummy_interrupt": INTERRUPT_AT_IMPORT},
     ),
     "duplicate": Dist(
         "cubeplug-dummy-dup", "2.0", {"dummygood": "cubeplug_dummy_dup"}, {"cubeplug_dummy_dup": DUPLICATE}
