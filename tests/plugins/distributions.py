@@ -220,7 +220,10 @@ DISTS = {
         "cubeplug-dummy-slow", "0.6", {"dummyslow": "cubeplug_dummy_slow"}, {"cubeplug_dummy_slow": SLOW}
     ),
     "exitimport": Dist(
-        "cubeplug-dummy-exit", "0.7", {"dummyexit": "cubeplug_dummy_exit"}, {"cubeplug_dummy_exit": EXIT_AT_IMPORT}
+        "cubeplug-dummy-exit",
+        "0.7",
+        {"dummyexit": "cubeplug_dummy_exit"},
+        {"cubeplug_dummy_exit": EXIT_AT_IMPORT},
     ),
     "exithooks": Dist(
         "cubeplug-dummy-exithooks",
