@@ -11,8 +11,10 @@ features it can use.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,18 +99,34 @@ def adapter_choice(config: Config | None) -> AdapterChoice:
     )
 
 
-def _quiet_env() -> None:
-    # Mesa's lavapipe prints an error line when XDG_RUNTIME_DIR is unset.
-    if not os.environ.get("XDG_RUNTIME_DIR") and os.path.isdir("/tmp"):
-        os.environ["XDG_RUNTIME_DIR"] = "/tmp"
+@contextlib.contextmanager
+def _runtime_dir() -> Iterator[None]:
+    """``XDG_RUNTIME_DIR`` set for the block only, where it is unset, and unset again after it.
+
+    Mesa's Vulkan drivers (lavapipe) print ``error: XDG_RUNTIME_DIR is invalid or not set`` once per
+    adapter when they enumerate with it unset (Wayland's client library looks for its socket); they
+    read it only then. The process environment is the user's: it is left as it was found.
+    """
+    if os.environ.get("XDG_RUNTIME_DIR") or not os.path.isdir("/tmp"):
+        yield
+        return
+    previous = os.environ.get("XDG_RUNTIME_DIR")  # set but empty, or unset
+    os.environ["XDG_RUNTIME_DIR"] = "/tmp"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = previous
 
 
 @functools.lru_cache(maxsize=1)
 def _all_adapters() -> tuple[Any, ...]:
-    _quiet_env()
     import wgpu
 
-    return tuple(wgpu.gpu.enumerate_adapters_sync())
+    with _runtime_dir():
+        return tuple(wgpu.gpu.enumerate_adapters_sync())
 
 
 def adapters(choice: AdapterChoice) -> list[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -109,3 +110,28 @@ def test_through_the_registry_with_a_selector() -> None:
             cubeplug.client("webgpu:no-such-adapter:0")
     finally:
         selection.reset()
+
+
+@requires_webgpu
+@pytest.mark.parametrize("given", [None, "", "/run/user/1234"])
+def test_enumerating_adapters_leaves_the_environment_as_it_was(given: str | None) -> None:
+    """Issue 17: enumerating adapters set the process-wide XDG_RUNTIME_DIR when it was unset."""
+    code = (
+        "import os, sys\n"
+        "before = os.environ.get('XDG_RUNTIME_DIR')\n"
+        "from cubeplug.backends.webgpu import plugin\n"
+        "assert plugin.probe().ok\n"
+        "import cubeplug\n"
+        "c = cubeplug.client('webgpu')\n"
+        "assert bytes(c.read_one(c.create(b'abcd'))) == b'abcd'\n"
+        "c.close()\n"
+        "after = os.environ.get('XDG_RUNTIME_DIR')\n"
+        "assert after == before, (before, after)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    if given is not None:
+        env["XDG_RUNTIME_DIR"] = given
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if given is None:  # and lavapipe's complaint about it stays quiet all the same
+        assert "XDG_RUNTIME_DIR" not in done.stderr
