@@ -59,6 +59,7 @@ __all__ = [
     "__version__",
     "client",
     "parse_selector",
+    "lang",
     "register_backend",
     "use",
 ]
@@ -73,9 +74,16 @@ _LAZY = {
     "Selector": "cubeplug.core.selection",
     "register_backend": "cubeplug.core.plugins",
 }
+_LAZY_MODULES = {"lang": "cubeplug.lang"}
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        import importlib
+
+        mod = importlib.import_module(_LAZY_MODULES[name])
+        globals()[name] = mod
+        return mod
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'cubeplug' has no attribute {name!r}")

@@ -1,0 +1,101 @@
+"""``cubeplug.lang``: kernels written once in Python, compiled for every backend.
+
+```python
+from cubeplug import lang as cl
+from cubeplug.lang import Array, f32
+
+@cl.kernel
+def axpy(x: Array[f32], y: Array[f32], a: f32):
+    i = cl.ABSOLUTE_POS
+    if i < len(y):
+        y[i] += a * x[i]
+
+axpy.launch(client, cubeplug.CubeCount(4), (256, 1, 1), x, y, 2.0)
+```
+
+The function is captured through its AST, lowered to a small structured IR (comptime values folded,
+``@cl.func`` helpers inlined, types inferred), verified, and generated as ``c`` (CUDA and OpenCL),
+``wgsl`` (WebGPU) or run by the ``python`` interpreter (the CPU backend). See ``docs/lang.md``.
+"""
+
+from __future__ import annotations
+
+from cubeplug.lang.builtins import (
+    ABSOLUTE_POS,
+    ABSOLUTE_POS_X,
+    ABSOLUTE_POS_Y,
+    ABSOLUTE_POS_Z,
+    CUBE_COUNT,
+    CUBE_COUNT_X,
+    CUBE_COUNT_Y,
+    CUBE_COUNT_Z,
+    CUBE_DIM,
+    CUBE_DIM_X,
+    CUBE_DIM_Y,
+    CUBE_DIM_Z,
+    CUBE_POS,
+    CUBE_POS_X,
+    CUBE_POS_Y,
+    CUBE_POS_Z,
+    UNIT_POS,
+    UNIT_POS_X,
+    UNIT_POS_Y,
+    UNIT_POS_Z,
+    atomic_add,
+    atomic_compare_exchange,
+    atomic_exchange,
+    atomic_max,
+    atomic_min,
+    atomic_sub,
+    ceil,
+    cos,
+    exp,
+    floor,
+    fma,
+    local,
+    log,
+    pow,
+    shared,
+    sin,
+    sqrt,
+    sync_cube,
+    tanh,
+    unroll,
+)
+from cubeplug.lang.errors import (
+    BarrierDivergenceError,
+    KernelError,
+    KernelSyntaxError,
+    KernelTypeError,
+    NotInKernelError,
+)
+from cubeplug.lang.func import LangFunc, func
+from cubeplug.lang.kernel import LangKernel, kernel
+from cubeplug.lang.types import (
+    Array,
+    Atomic,
+    Comptime,
+    DType,
+    bool_,
+    f16,
+    f32,
+    f64,
+    i32,
+    i64,
+    u32,
+    u64,
+)
+
+__all__ = [
+    "ABSOLUTE_POS", "ABSOLUTE_POS_X", "ABSOLUTE_POS_Y", "ABSOLUTE_POS_Z",
+    "CUBE_COUNT", "CUBE_COUNT_X", "CUBE_COUNT_Y", "CUBE_COUNT_Z",
+    "CUBE_DIM", "CUBE_DIM_X", "CUBE_DIM_Y", "CUBE_DIM_Z",
+    "CUBE_POS", "CUBE_POS_X", "CUBE_POS_Y", "CUBE_POS_Z",
+    "UNIT_POS", "UNIT_POS_X", "UNIT_POS_Y", "UNIT_POS_Z",
+    "Array", "Atomic", "BarrierDivergenceError", "Comptime", "DType", "KernelError",
+    "KernelSyntaxError", "KernelTypeError", "LangFunc", "LangKernel", "NotInKernelError",
+    "atomic_add", "atomic_compare_exchange", "atomic_exchange", "atomic_max", "atomic_min",
+    "atomic_sub", "bool_", "ceil", "cos", "exp", "f16", "f32", "f64", "floor", "fma", "func",
+    "i32", "i64", "kernel", "local", "log", "pow", "shared", "sin", "sqrt", "sync_cube", "tanh",
+    "u32", "u64", "unroll",
+]

@@ -1,0 +1,206 @@
+"""The ``wgsl`` dialect generator: the entry point and body; the backend writes the bindings.
+
+Buffers are the backend's ``array<T>`` bindings named as the params (atomic arrays are declared
+``Buffer(..., atomic=True)`` so they bind as ``array<atomic<T>>``); scalars and hidden lengths are
+fields of the backend's ``scalars`` struct. Positions come from the entry point's builtins.
+``atomic_compare_exchange`` is a strong compare-and-swap: a loop over
+``atomicCompareExchangeWeak`` that retries spurious failures.
+"""
+
+from __future__ import annotations
+
+from cubeplug.lang import ir
+from cubeplug.lang.errors import Loc
+from cubeplug.lang.names import entry_name
+from cubeplug.lang.types import DType
+
+W_TYPES = {"f16": "f16", "f32": "f32", "f64": "f64", "i32": "i32", "u32": "u32", "i64": "i64",
+           "u64": "u64", "bool": "bool"}
+_BUILTINS = {"UNIT_POS": "cl_lid", "CUBE_POS": "cl_wid", "CUBE_COUNT": "cl_nwg", "ABSOLUTE_POS": "cl_gid"}
+_ATOMIC_FN = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
+              "exchange": "atomicExchange"}
+
+
+def literal(value: int | float | bool, ty: DType) -> str:
+    """A constant spelled in WGSL."""
+    if ty.name == "bool":
+        return "true" if value else "false"
+    if ty.is_float:
+        text = repr(float(value))
+        if not any(c in text for c in ".e"):
+            text += ".0"
+        return {"f32": f"{text}f", "f16": f"{text}h"}.get(ty.name, f"f64({text})")
+    v = int(value)
+    if ty.name == "i32":
+        return f"{v}i" if v > -(2**31) else "(-2147483647i - 1i)"
+    if ty.name == "u32":
+        return f"{v}u"
+    return f"{ty.name}({v})"
+
+
+class WgslGen:
+    """Emits the WGSL source of one :class:`~cubeplug.lang.ir.KernelIR`."""
+
+    def __init__(self, k: ir.KernelIR) -> None:
+        self.k = k
+        self.lines: list[str] = []
+        self.locs: list[Loc | None] = []
+        self.depth = 0
+        self.lens = {a.name: a.len_name for a in k.arrays}
+        self.atomic = {a.name for a in k.arrays if a.atomic}
+
+    def line(self, text: str, loc: Loc | None = None) -> None:
+        self.lines.append("    " * self.depth + text)
+        self.locs.append(loc)
+
+    def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
+        k = self.k
+        for d in k.decls:
+            if d.space == "shared":
+                self.line(f"var<workgroup> {d.name}: array<{W_TYPES[d.elem.name]}, {d.size}>;", d.loc)
+        self.line("@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)")
+        self.line(
+            f"fn {entry_name(k.name)}(@builtin(local_invocation_id) cl_lid: vec3<u32>, "
+            "@builtin(workgroup_id) cl_wid: vec3<u32>, @builtin(num_workgroups) cl_nwg: vec3<u32>, "
+            "@builtin(global_invocation_id) cl_gid: vec3<u32>) {"
+        )
+        self.depth = 1
+        for d in k.decls:
+            if d.space == "local":
+                self.line(f"var {d.name}: array<{W_TYPES[d.elem.name]}, {d.size}>;", d.loc)
+        for name, ty in k.locals:
+            self.line(f"var {name}: {W_TYPES[ty.name]} = {literal(0, ty)};")
+        self.block(k.body)
+        self.depth = 0
+        self.line("}")
+        return "\n".join(self.lines) + "\n", tuple(self.locs)
+
+    # ------------------------------------------------------------------------------- statements
+    def block(self, b: ir.Block) -> None:
+        for s in b.stmts:
+            self.stmt(s)
+
+    def nested(self, b: ir.Block) -> None:
+        self.depth += 1
+        self.block(b)
+        self.depth -= 1
+
+    def guarded(self, checked: bool, array: str, index: ir.Expr, text: str, loc: Loc,
+                other: str = "") -> None:
+        if checked:
+            tail = f" else {{ {other} }}" if other else ""
+            self.line(f"if ({self.in_bounds(array, index)}) {{ {text} }}{tail}", loc)
+        else:
+            self.line(text, loc)
+
+    def stmt(self, s: ir.Stmt) -> None:
+        if isinstance(s, ir.Assign):
+            self.line(f"{s.name} = {self.expr(s.value)};", s.loc)
+        elif isinstance(s, ir.Store):
+            ref = f"{s.array}[{self.index(s.index)}]"
+            value = self.expr(s.value)
+            text = f"atomicStore(&{ref}, {value});" if s.array in self.atomic else f"{ref} = {value};"
+            self.guarded(s.checked, s.array, s.index, text, s.loc)
+        elif isinstance(s, ir.Atomic):
+            ref = f"&{s.array}[{self.index(s.index)}]"
+            args = [self.expr(a) for a in s.args]
+            target = s.out or "_"
+            if s.op == "compare_exchange":
+                done = f"{s.out} = cl_cas.old_value; " if s.out else ""
+                text = (
+                    f"loop {{ let cl_cas = atomicCompareExchangeWeak({ref}, {args[0]}, {args[1]}); "
+                    f"if (cl_cas.exchanged || cl_cas.old_value != {args[0]}) {{ {done}break; }} }}"
+                )
+            else:
+                text = f"{target} = {_ATOMIC_FN[s.op]}({ref}, {args[0]});"
+            other = f"{s.out} = {literal(0, s.ty)};" if s.out else ""
+            self.guarded(s.checked, s.array, s.index, text, s.loc, other)
+        elif isinstance(s, ir.If):
+            self.line(f"if ({self.expr(s.cond)}) {{", s.loc)
+            self.nested(s.then)
+            if s.orelse.stmts:
+                self.line("} else {", s.loc)
+                self.nested(s.orelse)
+            self.line("}")
+        elif isinstance(s, ir.While):
+            self.line(f"while ({self.expr(s.cond)}) {{", s.loc)
+            self.nested(s.body)
+            self.line("}")
+        elif isinstance(s, ir.RangeFor):
+            cmp = ">" if isinstance(s.step, ir.Const) and s.step.value < 0 else "<"
+            self.line(
+                f"for ({s.var} = {self.expr(s.start)}; {s.var} {cmp} {self.expr(s.stop)}; "
+                f"{s.var} += {self.expr(s.step)}) {{", s.loc,
+            )
+            self.nested(s.body)
+            self.line("}")
+        elif isinstance(s, ir.Break):
+            self.line("break;", s.loc)
+        elif isinstance(s, ir.Continue):
+            self.line("continue;", s.loc)
+        elif isinstance(s, ir.Return):
+            self.line("return;", s.loc)
+        elif isinstance(s, ir.Barrier):
+            self.line("storageBarrier();", s.loc)
+            self.line("workgroupBarrier();", s.loc)
+        else:  # pragma: no cover
+            raise TypeError(s)
+
+    def in_bounds(self, array: str, index: ir.Expr) -> str:
+        decl = self.k.array(array)
+        bound = f"{decl.size}u" if isinstance(decl, ir.ArrayDecl) else f"scalars.{self.lens[array]}"
+        return f"{self.as_u32(index)} < {bound}"
+
+    def as_u32(self, index: ir.Expr) -> str:
+        text = self.expr(index)
+        return text if index.ty.name == "u32" else f"u32({text})"
+
+    def index(self, index: ir.Expr) -> str:
+        return self.expr(index) if index.ty.name in ("u32", "i32") else self.as_u32(index)
+
+    # ------------------------------------------------------------------------------ expressions
+    def expr(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Const):
+            return literal(e.value, e.ty)
+        if isinstance(e, ir.Var):
+            return e.name if e.kind == "local" else f"scalars.{e.name}"
+        if isinstance(e, ir.Builtin):
+            base, axis = e.name[:-2], e.name[-1].lower()
+            return f"{_BUILTINS[base]}.{axis}"
+        if isinstance(e, ir.BinOp):
+            a, b = self.expr(e.a), self.expr(e.b)
+            ty = e.a.ty
+            if e.op == "//":
+                return f"floor({a} / {b})" if ty.is_float else f"({a} / {b})"
+            if e.op == "**":
+                return f"pow({a}, {b})"
+            if e.op in ("<<", ">>"):
+                if isinstance(e.b, ir.Const):
+                    b = f"{int(e.b.value) & (ty.bits - 1)}u"
+                elif e.b.ty.name != "u32":
+                    b = f"u32({b})"
+            op = {"and": "&&", "or": "||"}.get(e.op, e.op)
+            return f"({a} {op} {b})"
+        if isinstance(e, ir.UnOp):
+            a = self.expr(e.a)
+            if e.op == "-" and e.ty.kind == "u":
+                return f"({literal(0, e.ty)} - {a})"
+            return f"({'!' if e.op == 'not' else e.op}{a})"
+        if isinstance(e, ir.Cast):
+            return f"{W_TYPES[e.ty.name]}({self.expr(e.a)})"
+        if isinstance(e, ir.Call):
+            return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
+        if isinstance(e, ir.Select):
+            return f"select({self.expr(e.b)}, {self.expr(e.a)}, {self.expr(e.cond)})"
+        if isinstance(e, ir.Load):
+            ref = f"{e.array}[{self.index(e.index)}]"
+            load = f"atomicLoad(&{ref})" if e.array in self.atomic else ref
+            if e.checked:
+                return f"select({literal(0, e.ty)}, {load}, {self.in_bounds(e.array, e.index)})"
+            return load
+        raise TypeError(e)  # pragma: no cover
+
+
+def generate(k: ir.KernelIR) -> tuple[str, tuple[Loc | None, ...]]:
+    """The ``wgsl`` source of a kernel and its line map (one entry per generated line)."""
+    return WgslGen(k).generate()

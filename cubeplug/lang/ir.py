@@ -1,0 +1,305 @@
+"""The structured IR of ``cubeplug.lang``: frozen dataclasses, no SSA.
+
+A kernel is a tree: a :class:`Block` of statements whose ``if``/loops own child blocks. Locals are
+mutable and declared once at the top of the kernel (:attr:`KernelIR.locals`); shared and local
+arrays are declared there too. Every node carries the :class:`~cubeplug.lang.errors.Loc` of the
+Python construct it came from. Expressions are pure: memory reads (:class:`Load`) have no side
+effects, atomics are statements (:class:`Atomic`) that write their old value into a local.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cubeplug.lang.errors import Loc
+from cubeplug.lang.types import DType
+
+# --------------------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A typed constant."""
+
+    value: int | float | bool
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A local variable, a scalar parameter or a hidden length (``kind``: local, param, len)."""
+
+    name: str
+    ty: DType
+    loc: Loc
+    kind: str = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    """A per-axis position builtin: ``UNIT_POS_X``, ``CUBE_POS_Y``, ``CUBE_COUNT_Z``, ... (u32)."""
+
+    name: str
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    """``a op b``; ``op`` is a Python operator spelling (``+ - * // / % ** << >> & | ^ < <= == != >
+    >= and or``). ``//`` and ``%`` on integers truncate toward zero (C and WGSL semantics)."""
+
+    op: str
+    a: Expr
+    b: Expr
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class UnOp:
+    """``-a``, ``not a`` or ``~a``."""
+
+    op: str
+    a: Expr
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """A conversion of ``a`` to ``ty``."""
+
+    a: Expr
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A math builtin: ``sqrt exp log sin cos tanh abs min max floor ceil pow fma``."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """``a if cond else b`` with both sides pure and free of memory reads (else lowered to an if)."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """``array[index]``; ``checked`` loads read 0 out of bounds."""
+
+    array: str
+    index: Expr
+    ty: DType
+    loc: Loc
+    checked: bool = False
+
+
+Expr = Const | Var | Builtin | BinOp | UnOp | Cast | Call | Select | Load
+
+# ---------------------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """``name = value`` (the local is declared at the top of the kernel)."""
+
+    name: str
+    value: Expr
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """``array[index] = value``; ``checked`` stores drop out-of-bounds writes."""
+
+    array: str
+    index: Expr
+    value: Expr
+    loc: Loc
+    checked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Atomic:
+    """``out = atomic_<op>(array, index, *args)``; ``out`` is None when the old value is unused."""
+
+    op: str
+    array: str
+    index: Expr
+    args: tuple[Expr, ...]
+    out: str | None
+    ty: DType
+    loc: Loc
+    checked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    """``if cond: then else: orelse``."""
+
+    cond: Expr
+    then: Block
+    orelse: Block
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class RangeFor:
+    """``for var in range(start, stop, step)``; ``stop`` is evaluated once, ``step`` is a nonzero
+    constant or a positive runtime value."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: Block
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class While:
+    """``while cond: body``."""
+
+    cond: Expr
+    body: Block
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """``break``."""
+
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """``continue``."""
+
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    """``return`` (kernels return nothing)."""
+
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """``sync_cube()``: every unit of the cube waits here (uniform control flow only)."""
+
+    loc: Loc
+
+
+Stmt = Assign | Store | Atomic | If | RangeFor | While | Break | Continue | Return | Barrier
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A scope: statements in order."""
+
+    stmts: tuple[Stmt, ...]
+
+
+# ------------------------------------------------------------------------------------------- kernel
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayParam:
+    """A global array parameter: element type, atomic, whether it is written, hidden length name."""
+
+    name: str
+    elem: DType
+    atomic: bool
+    written: bool
+    len_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarParam:
+    """A scalar parameter (runtime value)."""
+
+    name: str
+    ty: DType
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayDecl:
+    """A ``shared`` (per cube) or ``local`` (per unit) array of comptime size."""
+
+    name: str
+    elem: DType
+    size: int
+    space: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class KernelIR:
+    """A specialized kernel: params in launch order (arrays, scalars, hidden lengths), locals, body."""
+
+    name: str
+    arrays: tuple[ArrayParam, ...]
+    scalars: tuple[ScalarParam, ...]
+    locals: tuple[tuple[str, DType], ...]
+    decls: tuple[ArrayDecl, ...]
+    body: Block
+    cube_dim: tuple[int, int, int]
+    checked: bool
+    #: The array and scalar param names in the user's declared order (hidden lengths follow them).
+    order: tuple[str, ...]
+
+    def array(self, name: str) -> ArrayParam | ArrayDecl:
+        """The global array param or declared array called ``name``."""
+        for a in self.arrays:
+            if a.name == name:
+                return a
+        for d in self.decls:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    @property
+    def hidden_lengths(self) -> tuple[str, ...]:
+        """The hidden u32 length scalars, in the order they follow the user's scalars."""
+        return tuple(a.len_name for a in self.arrays if a.len_name is not None)
+
+
+def children(stmt: Stmt) -> tuple[Block, ...]:
+    """The child blocks of a statement."""
+    if isinstance(stmt, If):
+        return (stmt.then, stmt.orelse)
+    if isinstance(stmt, (RangeFor, While)):
+        return (stmt.body,)
+    return ()
+
+
+def reads_memory(e: Expr) -> bool:
+    """True when evaluating ``e`` reads an array."""
+    if isinstance(e, Load):
+        return True
+    if isinstance(e, (BinOp,)):
+        return reads_memory(e.a) or reads_memory(e.b)
+    if isinstance(e, (UnOp, Cast)):
+        return reads_memory(e.a)
+    if isinstance(e, Call):
+        return any(reads_memory(a) for a in e.args)
+    if isinstance(e, Select):
+        return reads_memory(e.cond) or reads_memory(e.a) or reads_memory(e.b)
+    return False

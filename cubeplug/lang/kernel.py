@@ -1,0 +1,172 @@
+"""``@cl.kernel``: a Python function compiled for every backend, specialized and cached.
+
+``launch(client, count, cube_dim, *args, **comptime)`` finds the launcher of (client, cube_dim,
+comptime values) in a dict; on a miss it specializes the kernel for the client's dialect (cached per
+dialect, device dtypes, cube dim, comptime values and mode) and builds the launcher, a small
+generated function that splits the buffers from the scalars and appends the hidden array lengths.
+A cached launch does no AST or IR work. Launchers keep their client alive (their key holds its id).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from cubeplug.core.errors import CompileError, ValidationError
+from cubeplug.lang.compile import Specialized, launcher_source, pick_dialect, specialize
+from cubeplug.lang.errors import KernelError, NotInKernelError
+from cubeplug.lang.printer import print_kernel
+from cubeplug.lang.source import Captured, capture
+
+CubeDim = int | tuple[int, ...]
+
+
+def _dims(cube_dim: Any) -> tuple[int, int, int]:
+    dims = (cube_dim,) if isinstance(cube_dim, int) else tuple(cube_dim)
+    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or isinstance(d, bool) or d < 1 for d in dims):
+        raise ValidationError(f"cube_dim must be 1 to 3 positive ints, got {cube_dim!r}")
+    return (int(dims[0]), int((*dims, 1)[1]), int((*dims, 1, 1)[2]))
+
+
+def _bad_argument(e: AttributeError) -> None:
+    raise ValidationError(f"an Array argument must be a cubeplug Handle ({e})") from e
+
+
+class LangKernel:
+    """A kernel written in Python; launch it on any client."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = fn.__doc__
+        self._specs: dict[tuple[Any, ...], Specialized] = {}
+        self._launchers: dict[tuple[Any, ...], Callable[..., None]] = {}
+        self._unchecked: dict[tuple[Any, ...], Callable[..., None]] = {}
+        self._lock = threading.Lock()
+
+    @functools.cached_property
+    def captured(self) -> Captured:
+        """The parsed source (captured on first use)."""
+        return capture(self.fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotInKernelError(
+            f"@cl.kernel {self.__qualname__} is launched with .launch(client, count, cube_dim, *args), "
+            f"not called"
+        )
+
+    def __repr__(self) -> str:
+        return f"<cl.kernel {self.__qualname__}>"
+
+    # ------------------------------------------------------------------------------- launches
+    def launch(self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any) -> None:
+        """Launch with bound-checked array accesses (out-of-bounds writes dropped, reads give 0)."""
+        key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
+        try:
+            fn = self._launchers[key]
+        except (KeyError, TypeError):
+            self._prepare(client, cube_dim, comptime, True, count, args)
+            return
+        fn(count, *args)
+
+    def launch_unchecked(
+        self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any
+    ) -> None:
+        """Launch without bound checks (and without the client's argument validation)."""
+        key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
+        try:
+            fn = self._unchecked[key]
+        except (KeyError, TypeError):
+            self._prepare(client, cube_dim, comptime, False, count, args)
+            return
+        fn(count, *args)
+
+    def specialized(
+        self, client: Any, cube_dim: CubeDim = 256, *, checked: bool = True, **comptime: Any
+    ) -> Specialized:
+        """The specialization for a client (its dialect and dtypes), cube dim and comptime values."""
+        dialects = tuple(client.server.dialects)
+        dialect = pick_dialect(dialects)
+        if dialect is None:
+            raise CompileError(
+                f"cubeplug.lang generates the c, wgsl and python dialects; backend {client.backend!r} "
+                f"compiles {list(dialects)}",
+                backend=client.backend, kernel=self.__name__,
+            )
+        dtypes = frozenset(client.capabilities.dtypes)
+        return self.specialize_for(dialect, dtypes, cube_dim, checked, comptime)
+
+    def specialize_for(
+        self, dialect: str, dtypes: frozenset[str] | None, cube_dim: CubeDim, checked: bool,
+        comptime: dict[str, Any],
+    ) -> Specialized:
+        """The (cached) specialization for a dialect and a set of device dtypes."""
+        dims = _dims(cube_dim)
+        key = (dialect, dtypes, dims, checked, tuple(sorted(comptime.items(), key=lambda kv: kv[0])))
+        spec = self._specs.get(key)
+        if spec is None:
+            with self._lock:
+                spec = self._specs.get(key)
+                if spec is None:
+                    spec = specialize(self.captured, self.__name__, dict(comptime), dims, checked,
+                                      dialect, dtypes)
+                    self._specs[key] = spec
+        return spec
+
+    def _prepare(
+        self, client: Any, cube_dim: Any, comptime: dict[str, Any], checked: bool, count: Any,
+        args: tuple[Any, ...],
+    ) -> None:
+        """Specialize, build the launcher, and run this first launch (mapping compile errors)."""
+        spec = self.specialized(client, cube_dim, checked=checked, **comptime)
+        if len(args) != len(spec.args):
+            raise ValidationError(
+                f"kernel {self.__name__!r} takes {len(spec.args)} arguments after cube_dim "
+                f"({', '.join(spec.ir.order)}), got {len(args)}"
+            )
+        namespace: dict[str, Any] = {
+            "client_launch": client.launch if checked else client.launch_unchecked,
+            "kernel": spec.kernel,
+            "bad_argument": _bad_argument,
+        }
+        exec(compile(launcher_source(self.__name__, spec, checked), f"<launcher {self.__name__}>", "exec"),
+             namespace)
+        fn: Callable[..., None] = namespace[f"{self.__name__}_launch"]
+        try:
+            fn(count, *args)
+        except CompileError as e:
+            raise self._map_error(spec, e) from e
+        if isinstance(cube_dim, list):
+            cube_dim = tuple(cube_dim)
+        key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
+        (self._launchers if checked else self._unchecked)[key] = fn
+
+    def _map_error(self, spec: Specialized, e: CompileError) -> CompileError:
+        if isinstance(e, KernelError) or e.line is None or not 0 < e.line <= len(spec.line_map):
+            return e
+        loc = spec.line_map[e.line - 1]
+        if loc is None:
+            return e
+        return KernelError(
+            f"the generated {spec.dialect} source failed to compile on {e.backend} at its line {e.line}: "
+            f"{e}", loc, "backend compile", kernel=self.__name__,
+        )
+
+    # ------------------------------------------------------------------------------- inspection
+    def source(self, client: Any, cube_dim: CubeDim = 256, *, checked: bool = True, **comptime: Any) -> str:
+        """The generated source for the client's dialect (the IR text for the python dialect)."""
+        spec = self.specialized(client, cube_dim, checked=checked, **comptime)
+        return spec.source if isinstance(spec.source, str) else print_kernel(spec.ir)
+
+    def ir(self, cube_dim: CubeDim = 256, *, checked: bool = True, dtypes: frozenset[str] | None = None,
+           **comptime: Any) -> str:
+        """The IR text of a specialization (no client needed)."""
+        return print_kernel(self.specialize_for("python", dtypes, cube_dim, checked, comptime).ir)
+
+
+def kernel(fn: Callable[..., Any]) -> LangKernel:
+    """Decorator: a kernel written in Python, launched with ``.launch(client, count, cube_dim, ...)``."""
+    return LangKernel(fn)

@@ -1,0 +1,119 @@
+"""The types of the kernel language: scalar dtypes, ``Array[T]``, ``Atomic[T]``, ``Comptime[T]``.
+
+A :class:`DType` (``f32``, ``u32``, ...) is both a type annotation and, inside a kernel, a cast:
+``f32(x)``. Called from plain Python it converts to the numpy scalar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    """A scalar element type of the language."""
+
+    name: str
+    kind: str  # "f", "i", "u" or "b"
+    bits: int
+
+    @property
+    def np(self) -> np.dtype[Any]:
+        """The numpy dtype."""
+        return np.dtype(_NP[self.name])
+
+    @property
+    def is_float(self) -> bool:
+        """True for f16, f32, f64."""
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        """True for signed and unsigned integers."""
+        return self.kind in "iu"
+
+    def __call__(self, value: Any) -> Any:
+        """Outside kernels: the numpy scalar of this dtype."""
+        return self.np.type(value)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_NP = {
+    "f16": "float16", "f32": "float32", "f64": "float64", "i32": "int32", "u32": "uint32",
+    "i64": "int64", "u64": "uint64", "bool": "bool",
+}
+f16 = DType("f16", "f", 16)
+f32 = DType("f32", "f", 32)
+f64 = DType("f64", "f", 64)
+i32 = DType("i32", "i", 32)
+u32 = DType("u32", "u", 32)
+i64 = DType("i64", "i", 64)
+u64 = DType("u64", "u", 64)
+bool_ = DType("bool", "b", 8)
+DTYPES: dict[str, DType] = {t.name: t for t in (f16, f32, f64, i32, u32, i64, u64, bool_)}
+#: Types every backend has; the others are gated by the device's capabilities.
+CORE_TYPES = frozenset({"f32", "i32", "u32", "bool"})
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """``Array[T]`` or ``Array[Atomic[T]]``: a global buffer parameter."""
+
+    elem: Any
+    atomic: bool = False
+
+
+@dataclass(frozen=True)
+class AtomicType:
+    """``Atomic[T]`` (i32 or u32): the element type of an atomic array."""
+
+    elem: Any
+
+
+@dataclass(frozen=True)
+class ComptimeType:
+    """``Comptime[int|bool|float|DType]``: a value fixed when the kernel is specialized."""
+
+    of: Any
+
+
+class Array:
+    """``Array[T]``: a kernel parameter bound to a buffer (read/write access inferred from use)."""
+
+    def __class_getitem__(cls, elem: Any) -> ArrayType:
+        if isinstance(elem, AtomicType):
+            return ArrayType(elem.elem, atomic=True)
+        return ArrayType(elem)
+
+
+class Atomic:
+    """``Atomic[i32]`` / ``Atomic[u32]``: elements updated with ``atomic_add`` and friends."""
+
+    def __class_getitem__(cls, elem: Any) -> AtomicType:
+        return AtomicType(elem)
+
+
+class Comptime:
+    """``Comptime[int]``, ``Comptime[bool]``, ``Comptime[float]``, ``Comptime[DType]``: a
+    specialization parameter passed by keyword at launch and folded away in the generated code."""
+
+    def __class_getitem__(cls, of: Any) -> ComptimeType:
+        return ComptimeType(of)
+
+
+def unify_literal(ty: DType, value: int | float | bool) -> bool:
+    """True when a Python literal can adopt ``ty`` (an int literal adopts any numeric type, a float
+    literal only float types, a bool only bool)."""
+    if isinstance(value, bool):
+        return ty.kind == "b"
+    if isinstance(value, int):
+        return ty.kind in "iuf"
+    return ty.is_float
