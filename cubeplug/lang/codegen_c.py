@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cubeplug.lang import ir
 from cubeplug.lang.errors import Loc
-from cubeplug.lang.names import entry_name
+from cubeplug.lang.names import entry_name, unwrap
 from cubeplug.lang.types import DType
 
 C_TYPES = {
@@ -106,7 +106,7 @@ class CGen:
 
     def stmt(self, s: ir.Stmt) -> None:
         if isinstance(s, ir.Assign):
-            self.line(f"{s.name} = {self.expr(s.value)};", s.loc)
+            self.line(f"{s.name} = {unwrap(self.expr(s.value))};", s.loc)
         elif isinstance(s, ir.Store):
             store = f"{s.array}[{self.expr(s.index)}] = {self.expr(s.value)};"
             if s.checked:
@@ -121,14 +121,14 @@ class CGen:
                 text = f"if ({self.in_bounds(s.array, s.index)}) {{ {text} }}{other}"
             self.line(text, s.loc)
         elif isinstance(s, ir.If):
-            self.line(f"if ({self.expr(s.cond)}) {{", s.loc)
+            self.line(f"if ({unwrap(self.expr(s.cond))}) {{", s.loc)
             self.nested(s.then)
             if s.orelse.stmts:
                 self.line("} else {", s.loc)
                 self.nested(s.orelse)
             self.line("}")
         elif isinstance(s, ir.While):
-            self.line(f"while ({self.expr(s.cond)}) {{", s.loc)
+            self.line(f"while ({unwrap(self.expr(s.cond))}) {{", s.loc)
             self.nested(s.body)
             self.line("}")
         elif isinstance(s, ir.RangeFor):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from cubeplug.lang import ir
 from cubeplug.lang.errors import Loc
-from cubeplug.lang.names import entry_name
+from cubeplug.lang.names import entry_name, unwrap
 from cubeplug.lang.types import DType
 
 W_TYPES = {"f16": "f16", "f32": "f32", "f64": "f64", "i32": "i32", "u32": "u32", "i64": "i64",
@@ -95,7 +95,7 @@ class WgslGen:
 
     def stmt(self, s: ir.Stmt) -> None:
         if isinstance(s, ir.Assign):
-            self.line(f"{s.name} = {self.expr(s.value)};", s.loc)
+            self.line(f"{s.name} = {unwrap(self.expr(s.value))};", s.loc)
         elif isinstance(s, ir.Store):
             ref = f"{s.array}[{self.index(s.index)}]"
             value = self.expr(s.value)
@@ -116,14 +116,14 @@ class WgslGen:
             other = f"{s.out} = {literal(0, s.ty)};" if s.out else ""
             self.guarded(s.checked, s.array, s.index, text, s.loc, other)
         elif isinstance(s, ir.If):
-            self.line(f"if ({self.expr(s.cond)}) {{", s.loc)
+            self.line(f"if ({unwrap(self.expr(s.cond))}) {{", s.loc)
             self.nested(s.then)
             if s.orelse.stmts:
                 self.line("} else {", s.loc)
                 self.nested(s.orelse)
             self.line("}")
         elif isinstance(s, ir.While):
-            self.line(f"while ({self.expr(s.cond)}) {{", s.loc)
+            self.line(f"while ({unwrap(self.expr(s.cond))}) {{", s.loc)
             self.nested(s.body)
             self.line("}")
         elif isinstance(s, ir.RangeFor):

@@ -32,3 +32,16 @@ def entry_name(kernel: str) -> str:
     """The entry point of a generated kernel: the function's name with a suffix, so that it never
     clashes with a builtin of the target language (OpenCL has ``smoothstep``, ``clamp``...)."""
     return f"{kernel}_kernel"
+
+
+def unwrap(text: str) -> str:
+    """``text`` without one pair of parentheses around the whole of it (``(a < b)`` -> ``a < b``)."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if depth == 0 and i < len(text) - 1:
+            return text
+    return text[1:-1]

@@ -1,0 +1,270 @@
+"""Every error kind names the user's file:line:col and the construct; no internal AttributeError."""
+
+from __future__ import annotations
+
+import linecache
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cubeplug import lang as cl
+from cubeplug.core.errors import CompileError
+from cubeplug.lang import Array, Comptime, KernelSyntaxError, KernelTypeError, f32, f64, i32, u32
+
+CORE = frozenset({"f32", "i32", "u32", "bool"})
+
+
+def line_of(marker: str) -> int:
+    """The line of this file holding ``marker`` (in a comment)."""
+    for n, text in enumerate(linecache.getlines(__file__), 1):
+        if re.search(rf"# {re.escape(marker)}(\s|$)", text):
+            return n
+    raise AssertionError(marker)
+
+
+@cl.kernel
+def bad_with(y: Array[f32]):
+    with open("x"):  # E-with
+        y[0] = 1.0
+
+
+@cl.kernel
+def bad_name(y: Array[f32]):
+    y[0] = undefined_thing  # E-name  # noqa: F821
+
+
+@cl.kernel
+def bad_mix(y: Array[f32], n: u32):
+    i = i32(1)
+    if i < n:  # E-mix
+        y[0] = 1.0
+
+
+@cl.kernel
+def bad_store(y: Array[u32]):
+    y[0] = 1.5  # E-store
+
+
+@cl.kernel
+def bad_div(y: Array[i32], a: i32):
+    y[0] = a / 2  # E-div
+
+
+@cl.kernel
+def bad_assign(y: Array[f32]):
+    v = f32(1)
+    v = u32(2)  # E-assign
+    y[0] = v
+
+
+@cl.kernel
+def uses_f64(y: Array[f32]):
+    v = f64(y[0])  # E-f64
+    y[0] = f32(v)
+
+
+@cl.kernel
+def barrier_in_branch(y: Array[f32]):
+    if cl.UNIT_POS < 4:
+        cl.sync_cube()  # E-branch
+    y[0] = 1.0
+
+
+@cl.kernel
+def barrier_after_return(y: Array[f32]):
+    if y[cl.UNIT_POS] > 0.0:
+        return
+    cl.sync_cube()  # E-return
+
+
+@cl.kernel
+def barrier_in_divergent_loop(y: Array[f32], n: u32):
+    j = u32(0)
+    while j < n:
+        if y[j] > 0.0:
+            break
+        cl.sync_cube()  # E-loop
+        j += 1
+
+
+@cl.kernel
+def barrier_ok(y: Array[f32], n: u32):
+    s = n
+    while s > 0:
+        if s > cl.UNIT_POS:
+            y[cl.UNIT_POS] += 1.0
+        cl.sync_cube()
+        s = s >> 1
+
+
+@cl.kernel
+def unroll_runtime(y: Array[f32], n: u32):
+    for i in cl.unroll(range(n)):  # E-unroll
+        y[i] = 0.0
+
+
+@cl.kernel
+def break_in_unroll(y: Array[f32]):
+    for i in cl.unroll(range(4)):
+        if y[i] > 0.0:
+            break  # E-unroll-break
+
+
+@cl.kernel
+def needs_comptime(y: Array[f32], N: Comptime[int]):
+    y[0] = f32(N)
+
+
+@cl.func
+def recurse(v: f32) -> f32:
+    return recurse(v)  # E-recurse
+
+
+@cl.kernel
+def calls_recursive(y: Array[f32]):
+    y[0] = recurse(y[0])
+
+
+def plain_helper(v: float) -> float:
+    return v
+
+
+@cl.kernel
+def calls_plain(y: Array[f32]):
+    y[0] = plain_helper(y[0])  # E-plain
+
+
+UNSUPPORTED = [
+    ("lambda", "f = lambda: 0"),
+    ("list", "v = [1, 2]"),
+    ("comprehension", "v = [i for i in range(3)]"),
+    ("try", "try:\n        pass\n    except Exception:\n        pass"),
+    ("string", "v = 'text'"),
+    ("tuple-assign", "a, b = 1, 2"),
+    ("for-else", "for i in range(3):\n        pass\n    else:\n        pass"),
+    ("walrus", "if (v := 3) > 2:\n        pass"),
+    ("global", "global zzz"),
+    ("del", "del y"),
+    ("assert", "assert True"),
+    ("raise", "raise ValueError()"),
+    ("nested-def", "def inner():\n        pass"),
+    ("attribute", "v = y.shape"),
+    ("dict", "v = {1: 2}"),
+    ("slice", "v = y[1:2]"),
+    ("starred-call", "v = max(*y)"),
+    ("is", "v = y is y"),
+    ("in", "v = 1 in (1, 2)"),
+    ("matmul-op", "v = 1 @ 2"),
+]
+
+
+def _kernel_from_text(name: str, body: str, tmp_path: Any) -> Any:
+    """A kernel defined in a real file (so its source can be captured)."""
+    path = tmp_path / f"k_{name.replace('-', '_')}.py"
+    path.write_text(
+        "from cubeplug import lang as cl\nfrom cubeplug.lang import Array, f32\n\n"
+        f"@cl.kernel\ndef k(y: Array[f32]):\n    {body}\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["k"]
+
+
+@pytest.mark.parametrize(("name", "body"), UNSUPPORTED, ids=[u[0] for u in UNSUPPORTED])
+def test_unsupported_syntax_is_a_located_syntax_error(name: str, body: str, tmp_path: Any) -> None:
+    kern = _kernel_from_text(name, body, tmp_path)
+    with pytest.raises((KernelSyntaxError, KernelTypeError)) as info:
+        kern.ir()
+    err = info.value
+    assert isinstance(err, CompileError)
+    assert err.loc.file.endswith(f"k_{name.replace('-', '_')}.py")
+    assert err.loc.line >= 6, str(err)
+    assert f":{err.loc.line}:" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("kern", "error", "marker", "words"),
+    [
+        (bad_with, KernelSyntaxError, "E-with", "not supported"),
+        (bad_name, KernelSyntaxError, "E-name", "unknown name 'undefined_thing'"),
+        (bad_mix, KernelTypeError, "E-mix", "mismatched types i32 and u32"),
+        (bad_store, KernelTypeError, "E-store", "1.5"),
+        (bad_div, KernelTypeError, "E-div", "use `//`"),
+        (bad_assign, KernelTypeError, "E-assign", "'v' is f32"),
+        (unroll_runtime, KernelSyntaxError, "E-unroll", "comptime int bounds"),
+        (break_in_unroll, KernelSyntaxError, "E-unroll-break", "unrolled loop"),
+        (calls_recursive, KernelSyntaxError, "E-recurse", "recursion"),
+        (calls_plain, KernelSyntaxError, "E-plain", "@cl.func"),
+    ],
+)
+def test_error_names_file_line_col(kern: Any, error: type, marker: str, words: str) -> None:
+    with pytest.raises(error) as info:
+        kern.ir()
+    err = info.value
+    line = line_of(marker)
+    assert err.loc.file == __file__ and err.loc.line == line, str(err)
+    assert f"{__file__}:{line}:{err.loc.col}" in str(err)
+    assert words in str(err)
+    assert "^" in str(err)  # the excerpt with a caret
+
+
+def test_missing_capability_is_a_type_error() -> None:
+    uses_f64.ir(dtypes=CORE | {"f64"})  # fine where the device has f64
+    with pytest.raises(KernelTypeError, match="f64 is not supported by this device") as info:
+        uses_f64.ir(dtypes=CORE)
+    assert info.value.loc.line == line_of("E-f64")
+
+
+@pytest.mark.parametrize(
+    ("kern", "marker", "why"),
+    [
+        (barrier_in_branch, "E-branch", "depends on a per-unit value"),
+        (barrier_after_return, "E-return", "some units returned"),
+        (barrier_in_divergent_loop, "E-loop", "the loop at"),
+    ],
+)
+def test_barrier_in_non_uniform_control_flow(kern: Any, marker: str, why: str) -> None:
+    with pytest.raises(KernelSyntaxError, match="sync_cube\\(\\) must be reached by every unit") as info:
+        kern.ir()
+    assert info.value.loc.line == line_of(marker)
+    assert why in str(info.value)
+
+
+def test_barrier_in_uniform_loop_is_accepted() -> None:
+    assert "sync_cube()" in barrier_ok.ir()
+
+
+def test_comptime_arguments_are_checked() -> None:
+    with pytest.raises(KernelTypeError, match="pass N=... at launch"):
+        needs_comptime.ir()
+    with pytest.raises(KernelTypeError, match="unknown comptime"):
+        needs_comptime.ir(N=1, M=2)
+    assert "3.0:f32" in needs_comptime.ir(N=3)
+
+
+def test_source_not_available() -> None:
+    namespace: dict[str, Any] = {"cl": cl, "Array": Array, "f32": f32}
+    exec("@cl.kernel\ndef k(y: Array[f32]):\n    y[0] = 1.0\n", namespace)
+    with pytest.raises(KernelSyntaxError, match="source of 'k' is not available"):
+        namespace["k"].ir()
+
+
+def test_backend_compile_error_points_at_the_python_line(cpu: Any) -> None:
+    spec = bad_mix_fixed.specialize_for("c", None, 64, True, {})
+    line = next(i for i, loc in enumerate(spec.line_map, 1) if loc is not None and loc.line == line_of("E-c"))
+    backend_error = CompileError("boom", backend="opencl", kernel="k", line=line, col=3)
+    mapped = bad_mix_fixed._map_error(spec, backend_error)
+    assert mapped.loc.line == line_of("E-c") and "boom" in str(mapped)
+
+
+@cl.kernel
+def bad_mix_fixed(y: Array[f32], n: u32):
+    i = u32(1)
+    if i < n:
+        y[0] = 1.0  # E-c
+
+
+def test_errors_on_every_dtype_cast_are_clean() -> None:
+    np.testing.assert_equal(cl.u32(3), np.uint32(3))
