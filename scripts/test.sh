@@ -6,6 +6,9 @@ source scripts/setup.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp} PYTHONUNBUFFERED=1
 # The compiled OpenCL launcher must have been built here (tests/backends/opencl/test_launch_path.py).
 export CUBEPLUG_REQUIRE_NATIVE_LAUNCH=${CUBEPLUG_REQUIRE_NATIVE_LAUNCH:-1}
+# Which OpenCL devices the tests run on (opencl:0 first) and which were left out, and why.
+.venv/bin/python -c 'from cubeplug.backends.opencl.plugin import cubeplug_diagnostics as d
+print("OpenCL devices:", *d(backend="opencl").get("opencl devices", ["none"]), sep="\n  ")' || true
 .venv/bin/python -m ruff check cubeplug tests bench examples plugins
 .venv/bin/python -m mypy
 .venv/bin/python -m pytest -q -p no:cacheprovider tests plugins/cubeplug-backend-template/tests "$@"
