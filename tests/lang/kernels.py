@@ -178,3 +178,11 @@ def grid_stride(x: Array[f32], out: Array[f32]):
             continue
         acc += x[j]
     out[cl.ABSOLUTE_POS] = acc
+
+
+@cl.kernel
+def generic_scale(x: Array[T], y: Array[T], T: Comptime[cl.DType]):
+    """A dtype-generic kernel: T is passed by keyword at launch."""
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        y[i] = x[i] * T(3) + T(1)

@@ -199,3 +199,12 @@ def test_calling_a_kernel_or_builtin_outside_a_kernel_raises() -> None:
     with pytest.raises(cl.NotInKernelError):
         cl.sync_cube()
     assert cl.f32(1.5) == np.float32(1.5)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "i32", "u32"])
+def test_comptime_dtype_parameter(client: Any, dtype: str) -> None:
+    np_dtype = getattr(cl, dtype).np
+    xs = (RNG.random(300) * 100).astype(np_dtype)
+    x, y = client.create(xs), client.create(np.zeros(300, np_dtype))
+    k.generic_scale.launch(client, cubeplug.CubeCount(2), 256, x, y, T=getattr(cl, dtype))
+    np.testing.assert_allclose(client.to_numpy(y, dtype), xs * 3 + 1, rtol=1e-6)

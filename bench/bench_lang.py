@@ -1,0 +1,115 @@
+"""Launch overhead of a cubeplug.lang kernel against the same hand-written Kernel, per backend.
+
+Both sides launch the same device work: ``lang`` calls ``axpy.launch(client, count, dim, x, y, a)``
+(the cached launcher: a dict lookup, splitting buffers from scalars, the hidden lengths), ``hand``
+calls ``client.launch(kernel, count, [x, y], [a, len_x, len_y])`` with the specialized Kernel the
+language produced, so the difference is the language's own per-launch cost. Paired alternating
+loops (bench/paired.py); the first specialization time of a 40-line kernel is reported too.
+
+    python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import cubeplug  # noqa: E402
+from cubeplug import lang as cl  # noqa: E402
+from cubeplug.lang import Array, Comptime, f32, u32  # noqa: E402
+from paired import paired  # noqa: E402
+
+
+@cl.kernel
+def axpy(x: Array[f32], y: Array[f32], a: f32):  # type: ignore[no-untyped-def]
+    i = cl.ABSOLUTE_POS
+    if i < len(y):
+        y[i] += a * x[i]
+
+
+@cl.kernel
+def matmul(a: Array[f32], b: Array[f32], c: Array[f32], M: u32, N: u32, K: u32, T: Comptime[int]):  # type: ignore[no-untyped-def]  # noqa: E501
+    As = cl.shared(f32, T * T)
+    Bs = cl.shared(f32, T * T)
+    tx = cl.UNIT_POS_X
+    ty = cl.UNIT_POS_Y
+    row = cl.CUBE_POS_Y * T + ty
+    col = cl.CUBE_POS_X * T + tx
+    acc = f32(0)
+    for k0 in range(0, K, T):
+        if row < M and k0 + tx < K:
+            As[ty * T + tx] = a[row * K + k0 + tx]
+        else:
+            As[ty * T + tx] = 0.0
+        if k0 + ty < K and col < N:
+            Bs[ty * T + tx] = b[(k0 + ty) * N + col]
+        else:
+            Bs[ty * T + tx] = 0.0
+        cl.sync_cube()
+        for k in cl.unroll(range(T)):
+            acc += As[ty * T + k] * Bs[k * T + tx]
+        cl.sync_cube()
+    if row < M and col < N:
+        c[row * N + col] = acc
+
+
+def measure(backend: str, n: int, rounds: int) -> dict[str, Any]:
+    client = cubeplug.client(backend)
+    x = client.create(np.ones(256, np.float32))
+    y = client.create(np.zeros(256, np.float32))
+    count = cubeplug.CubeCount(1)
+    out: dict[str, Any] = {"device": str(client.device)}
+    for mode in ("checked", "unchecked"):
+        checked = mode == "checked"
+        spec = axpy.specialized(client, 256, checked=checked)
+        kernel = spec.kernel
+        lang_launch = axpy.launch if checked else axpy.launch_unchecked
+        hand_launch = client.launch if checked else client.launch_unchecked
+        lens = [256] * len(spec.ir.hidden_lengths)
+
+        def lang(k: int, lang_launch: Any = lang_launch) -> None:
+            for _ in range(k):
+                lang_launch(client, count, 256, x, y, 1.0)
+
+        def hand(k: int, kernel: Any = kernel, hand_launch: Any = hand_launch, lens: Any = lens) -> None:
+            for _ in range(k):
+                hand_launch(kernel, count, [x, y], [1.0, *lens])
+
+        out[mode] = paired(lang, hand, n, rounds, drain=client.sync)
+    t0 = time.perf_counter()
+    matmul.specialize_for("c", None, (16, 16, 1), True, {"T": 16})
+    out["specialize_matmul_c_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
+    client.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="cpu,opencl,webgpu")
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"host": platform.node(), "python": platform.python_version()}
+    for backend in args.backends.split(","):
+        try:
+            results[backend] = measure(backend, args.n, args.rounds)
+        except cubeplug.CubeplugError as e:
+            results[backend] = {"error": str(e)}
+        print(backend, json.dumps(results[backend]), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
