@@ -23,10 +23,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import cubeplug  # noqa: E402
-from cubeplug import lang as cl  # noqa: E402
-from cubeplug.lang import Array, Comptime, f32, u32  # noqa: E402
-from paired import paired  # noqa: E402
+from paired import paired
+
+import cubeplug
+from cubeplug import lang as cl
+from cubeplug.lang import Array, Comptime, f32, u32
 
 
 @cl.kernel
@@ -37,7 +38,7 @@ def axpy(x: Array[f32], y: Array[f32], a: f32):  # type: ignore[no-untyped-def]
 
 
 @cl.kernel
-def matmul(a: Array[f32], b: Array[f32], c: Array[f32], M: u32, N: u32, K: u32, T: Comptime[int]):  # type: ignore[no-untyped-def]  # noqa: E501
+def matmul(a: Array[f32], b: Array[f32], c: Array[f32], M: u32, N: u32, K: u32, T: Comptime[int]):  # type: ignore[no-untyped-def]
     As = cl.shared(f32, T * T)
     Bs = cl.shared(f32, T * T)
     tx = cl.UNIT_POS_X

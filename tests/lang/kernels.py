@@ -181,7 +181,7 @@ def grid_stride(x: Array[f32], out: Array[f32]):
 
 
 @cl.kernel
-def generic_scale(x: Array[T], y: Array[T], T: Comptime[cl.DType]):
+def generic_scale(x: Array[T], y: Array[T], T: Comptime[cl.DType]):  # noqa: F821
     """A dtype-generic kernel: T is passed by keyword at launch."""
     i = cl.ABSOLUTE_POS
     if i < len(x):
