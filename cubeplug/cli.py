@@ -308,7 +308,8 @@ def backend_report(name: str) -> dict[str, Any]:
     }
     probe = reg.probe(name)
     out["status"] = "ok" if probe.ok else "unavailable"
-    out["probe"] = {"ok": probe.ok, "reason": probe.reason, "devices": list(probe.devices), **probe.details}
+    out["probe"] = {"ok": probe.ok, "reason": probe.reason, "devices": list(probe.devices),
+                    "software device": probe.software, **probe.details}  # fmt: skip
     if probe.ok:
         out["client"] = _guard(lambda: _client_report(name))
     out["memory properties"] = _guard(lambda: reg.memory_properties(name, 0))

@@ -23,6 +23,11 @@ class Probe:
     reason: str = ""
     devices: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    #: True when the device a plain selector gets (device 0) is no GPU but a software or CPU
+    #: implementation of the API (Mesa's lavapipe, SwiftShader, PoCL's CPU device). Auto-selection
+    #: passes such a backend over for the CPU backend unless ``[backend] order`` names it; asked for
+    #: by name, it is used as any other.
+    software: bool = False
 
     @classmethod
     def unavailable(cls, reason: str, **details: Any) -> Probe:

@@ -582,6 +582,9 @@ class PluginRegistry:
                     result = self.probe(spec.name)
                     status = "ok" if result.ok else "unavailable"
                     reason, devices, details = result.reason, result.devices, dict(result.details)
+                    if result.ok and result.software and spec.kind != "cpu":
+                        details["software"] = True
+                        reason += "; software device: auto-selection passes it over unless asked for"
                 rows[spec.name] = BackendStatus(
                     spec.name,
                     entry.label,

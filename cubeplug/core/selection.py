@@ -3,9 +3,11 @@
 Precedence, first that is set wins: the argument in code > ``with cubeplug.use(...)`` > the environment
 (``CUBEPLUG_BACKEND``, and ``CUBEPLUG_DEVICE`` for the device index) > the project config's
 ``[backend] default`` > the user config's > auto. Auto walks the backends by ``[backend] order``, then
-GPU before CPU and by priority, probing each and recording why it was skipped; the CPU reference
-backend comes last and always works. Clients are cached per (backend, device, filter, overrides), so
-several backends live in one process and ``cubeplug.client("cpu")`` returns the same client each time.
+GPU before CPU and by priority, probing each and recording why it was skipped; a GPU backend whose
+device is a software implementation (lavapipe, PoCL's CPU device: ``Probe.software``) is passed over
+unless ``[backend] order`` names it; the CPU reference backend comes last and always works. Clients
+are cached per (backend, device, filter, overrides), so several backends live in one process and
+``cubeplug.client("cpu")`` returns the same client each time.
 """
 
 from __future__ import annotations
@@ -192,9 +194,15 @@ def _auto(reg: PluginRegistry, order: list[str]) -> tuple[str, tuple[tuple[str, 
 
     for name in sorted(backends, key=rank):
         probe = reg.probe(name)
-        if probe.ok:
+        if not probe.ok:
+            skipped.append((name, f"unavailable: {probe.reason}"))
+        elif probe.software and name not in order and backends[name].spec.kind != "cpu":
+            device = probe.devices[0] if probe.devices else "its device 0"
+            skipped.append((name, f"software device ({device}): a GPU API on the CPU is slower than the CPU "
+                                  f"backend, so auto-selection passes it over; ask for {name!r} by name or "
+                                  f"list it in [backend] order"))  # fmt: skip
+        else:
             return name, tuple(skipped)
-        skipped.append((name, f"unavailable: {probe.reason}"))
     reasons = "; ".join(f"{n}: {r}" for n, r in skipped) or "no backend is installed"
     raise BackendUnavailableError(f"auto-selection found no usable backend ({reasons})")
 

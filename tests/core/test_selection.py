@@ -10,9 +10,11 @@ import pytest
 
 from cubeplug.core import config as cfgmod
 from cubeplug.core import plugins, selection
+from cubeplug.core.backend import BackendSpec, Probe
 from cubeplug.core.config import EffectiveConfig, load_config
 from cubeplug.core.errors import BackendUnavailableError, ConfigError, PluginError
 from cubeplug.core.selection import Selector, parse_selector, resolve, select, use
+from cubeplug.hookspecs import hookimpl
 from tests.plugins import fixtures
 from tests.plugins.fixtures import InProcess, Installer
 
@@ -123,6 +125,40 @@ def test_auto_picks_gpu_before_cpu_and_records_skips(
     assert chosen.backend == "cpu"  # the last resort
     assert ("dummygood", "unavailable: no dummy device here") in chosen.skipped
     assert "dummygood: unavailable" in chosen.explain()
+
+
+class SoftwareGpu(InProcess):
+    """A GPU backend whose only device is a software one (as webgpu on lavapipe, opencl on PoCL)."""
+
+    @hookimpl
+    def cubeplug_backends(self) -> list[BackendSpec]:
+        probe = Probe(True, "software", ("lavapipe (CPU) via Vulkan",), software=True)
+        return [BackendSpec(self.name, "software GPU", ("python",), lambda: probe, 90, kind="gpu")]
+
+
+def test_auto_passes_a_software_gpu_over_for_the_cpu_backend(site: Installer, tmp_path: Path) -> None:
+    plugins.register_backend(SoftwareGpu("softgpu"))
+    chosen = select("auto")
+    assert chosen.backend == "cpu"
+    (reason,) = [r for n, r in chosen.skipped if n == "softgpu"]
+    assert "software device (lavapipe (CPU) via Vulkan)" in reason and "by name" in reason
+    assert select("softgpu").backend == "softgpu"  # asked for by name, it is used
+    assert selection.client("softgpu").backend == "softgpu"
+    rows = {r.name: r for r in plugins.registry().listing(probe=True)}
+    assert rows["softgpu"].status == "ok" and rows["softgpu"].details["software"] is True
+    assert "software device" in rows["softgpu"].reason and "software" not in rows["cpu"].details
+
+
+def test_auto_takes_a_software_gpu_named_in_backend_order(site: Installer, tmp_path: Path) -> None:
+    plugins.register_backend(SoftwareGpu("softgpu"))
+    eff = _eff(tmp_path, env={"CUBEPLUG_BACKEND_ORDER": "softgpu,cpu"})
+    assert select(config=eff).backend == "softgpu"
+
+
+def test_auto_prefers_a_real_gpu(site: Installer) -> None:
+    site("good")
+    plugins.register_backend(SoftwareGpu("softgpu"))
+    assert select("auto").backend == "dummygood"  # a hardware GPU, priority 50 below the software one's 90
 
 
 def test_auto_follows_backend_order(site: Installer, tmp_path: Path) -> None:

@@ -1,13 +1,13 @@
 """Which OpenCL devices the backend offers, and the shared context of each.
 
-Devices of all platforms are numbered together, in platform order, after the filters of
-:mod:`cubeplug.backends.opencl.options`. A device is offered only when it can compile: the first
-time a process looks at a device it builds a tiny probe kernel on it, and a device whose build fails
-(the pip PoCL 3.0 names no target CPU that its LLVM 14 knows on some processors: "unknown target
-CPU 'generic'") is left out of ``opencl:N`` numbering, of ``cubeplug.client("opencl")`` and of
-auto-selection. ``cubeplug doctor`` and ``cubeplug list --probe`` show it with the compiler's
-message and the remedy, and asking for it by name raises :class:`BackendUnavailableError` saying
-the same.
+Devices of all platforms are numbered together, GPUs and accelerators first, then in platform
+order, after the filters of :mod:`cubeplug.backends.opencl.options`. A device is offered only when
+it can compile: the first time a process looks at a device it builds a tiny probe kernel on it, and
+a device whose build fails (the pip PoCL 3.0 names no target CPU that its LLVM 14 knows on some
+processors: "unknown target CPU 'generic'") is left out of ``opencl:N`` numbering, of
+``cubeplug.client("opencl")`` and of auto-selection. ``cubeplug doctor`` and ``cubeplug list
+--probe`` show it with the compiler's message and the remedy, and asking for it by name raises
+:class:`BackendUnavailableError` saying the same.
 
 When two platforms offer the same device (two PoCL installs: the pip wheel's and the
 distribution's), only the working one with the newest driver is offered; the other is *shadowed*
@@ -22,6 +22,7 @@ bench/probes/opencl_device_probe.py`` measures what it adds to the first client 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from dataclasses import dataclass, field
@@ -73,6 +74,8 @@ class DeviceStatus:
     platform: str
     name: str
     driver: str
+    #: ``gpu``, ``cpu``, ``accelerator``, ``custom`` or ``default``.
+    kind: str
     #: The compiler's message when the probe kernel failed to build; None when it built.
     error: str | None = None
     #: The label of the device offered in this one's place (the same device, a newer driver).
@@ -238,6 +241,7 @@ def survey(platform: str | None = None, device_type: str = "all") -> list[Device
                 str(plat.name).strip(),
                 str(dev.name).strip(),
                 str(dev.driver_version).strip(),
+                kind,
                 error=compile_error(dev),
             )
         )
@@ -249,15 +253,19 @@ def survey(platform: str | None = None, device_type: str = "all") -> list[Device
         for i in working:
             if i != best:
                 status = found[i]
-                found[i] = DeviceStatus(
-                    status.device, status.platform, status.name, status.driver, None, found[best].label
-                )
+                found[i] = dataclasses.replace(status, shadowed_by=found[best].label)
     return found
+
+
+def offered(statuses: list[DeviceStatus]) -> list[DeviceStatus]:
+    """The devices offered, in the order ``opencl:N`` numbers them: GPUs and accelerators first (so
+    that ``opencl:0`` is no CPU device while a GPU is there), then platform order."""
+    return sorted((s for s in statuses if s.usable), key=lambda s: s.kind not in ("gpu", "accelerator"))
 
 
 def usable_devices(platform: str | None = None, device_type: str = "all") -> list[Any]:
     """The devices the backend offers, in the order ``opencl:N`` numbers them."""
-    return [s.device for s in survey(platform, device_type) if s.usable]
+    return [s.device for s in offered(survey(platform, device_type))]
 
 
 def _limits(device: Any) -> dict[str, Any]:
@@ -298,7 +306,7 @@ def _limits(device: Any) -> dict[str, Any]:
 
 def _missing(device: int, opts: OpenCLOptions, statuses: list[DeviceStatus]) -> BackendUnavailableError:
     """Why ``opencl:device`` cannot be had: the devices offered, and those left out with their reasons."""
-    usable = [s for s in statuses if s.usable]
+    usable = offered(statuses)
     names = ", ".join(f"opencl:{i} = {s.name}" for i, s in enumerate(usable)) or "none"
     broken = [s for s in statuses if s.error is not None]
     if broken and device >= len(usable):
@@ -326,7 +334,7 @@ def device_context(device: int, config: Config) -> DeviceContext:
     except ImportError as e:
         raise BackendUnavailableError(f"the opencl backend needs PyOpenCL: {INSTALL_HINT}") from e
     statuses = survey(opts.platform, opts.device_type)
-    usable = [s.device for s in statuses if s.usable]
+    usable = [s.device for s in offered(statuses)]
     if device >= len(usable):
         raise _missing(device, opts, statuses)
     dev = usable[device]

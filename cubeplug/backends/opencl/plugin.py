@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cubeplug.backends.opencl.devices import INSTALL_HINT, DeviceStatus, device_context, survey
+from cubeplug.backends.opencl.devices import INSTALL_HINT, DeviceStatus, device_context, offered, survey
 from cubeplug.backends.opencl.options import NAME, options
 from cubeplug.core.backend import BackendSpec, Probe
 from cubeplug.core.config import Config
@@ -36,7 +36,7 @@ def probe() -> Probe:
         return Probe.unavailable(f"listing OpenCL devices failed: {type(e).__name__}: {e}")
     if not statuses:
         return Probe.unavailable(f"no OpenCL platform or device is installed; {INSTALL_HINT}")
-    usable = [s for s in statuses if s.usable]
+    usable = offered(statuses)
     left_out = _left_out(statuses)
     details: dict[str, Any] = {"left out": left_out} if left_out else {}
     if not usable:
@@ -46,7 +46,9 @@ def probe() -> Probe:
     reason = f"{len(usable)} OpenCL device(s)"
     if left_out:
         reason += f"; left out: {'; '.join(left_out)}"
-    return Probe(True, reason, tuple(s.label for s in usable), details)
+    # opencl:0 on the CPU (PoCL's pthread device, Intel's CPU runtime) is no GPU
+    software = usable[0].kind not in ("gpu", "accelerator")
+    return Probe(True, reason, tuple(s.label for s in usable), details, software=software)
 
 
 @hookimpl
@@ -122,13 +124,8 @@ def cubeplug_diagnostics(backend: str) -> dict[str, Any]:
         import pyopencl as cl
 
         statuses = survey()
-        rows, number = [], 0
-        for s in statuses:
-            if s.usable:
-                rows.append(f"opencl:{number} = {s.label}")
-                number += 1
-            else:
-                rows.append(f"left out: {s.label}: {s.reason}")
+        rows = [f"opencl:{i} = {s.label}" for i, s in enumerate(offered(statuses))]
+        rows += [f"left out: {s.label}: {s.reason}" for s in statuses if not s.usable]
         return {"pyopencl": cl.VERSION_TEXT, "opencl devices": rows or ["none"]}
     except Exception as e:
         return {"pyopencl": f"unavailable: {type(e).__name__}: {e}"}

@@ -215,7 +215,9 @@ def probe() -> Probe:
         )
     import wgpu
 
-    return Probe(True, f"wgpu {wgpu.__version__}", tuple(describe(a) for a in found))
+    # webgpu:0 is the best adapter (GPUs first); a CPU one is software (lavapipe, SwiftShader, WARP)
+    software = found[0].info.get("adapter_type") == "CPU"
+    return Probe(True, f"wgpu {wgpu.__version__}", tuple(describe(a) for a in found), software=software)
 
 
 @hookimpl

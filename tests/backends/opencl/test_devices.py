@@ -199,8 +199,9 @@ def test_probe_list_and_doctor_show_the_device_left_out(
     report = cli.backend_report("opencl")  # what `cubeplug doctor` runs per backend
     assert report["status"] == "ok"
     rows = report["diagnostics"]["opencl devices"]
-    assert rows[0].startswith("left out: pthread-fake-3.0-rc2") and GENERIC in rows[0]
-    assert rows[1].startswith("opencl:0 = ")
+    assert rows[0].startswith("opencl:0 = ")
+    (fake,) = [r for r in rows if "pthread-fake-3.0-rc2" in r]
+    assert fake.startswith("left out: pthread-fake-3.0-rc2") and GENERIC in fake
 
 
 def test_a_machine_whose_only_device_cannot_compile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,5 +258,23 @@ def test_newest_working_duplicate_is_kept_and_other_kinds_are_not_duplicates(
     statuses = devices.survey()
     assert [s.usable for s in statuses] == [False, True, True, True]
     assert statuses[0].shadowed_by == statuses[1].label
-    assert [d.platform for d in devices.usable_devices()] == [new, gpu, other]
+    assert [d.platform for d in devices.usable_devices()] == [gpu, new, other]  # GPUs first
     assert [d.platform for d in devices.usable_devices(device_type="gpu")] == [gpu]
+
+
+@pytest.mark.parametrize(
+    ("kinds", "software"), [((2,), True), ((4, 2), False), ((2, 4), False), ((8,), False)]
+)
+def test_gpus_are_numbered_first_and_the_probe_says_whether_opencl_0_is_a_cpu(
+    monkeypatch: pytest.MonkeyPatch, kinds: tuple[int, ...], software: bool
+) -> None:
+    pytest.importorskip("pyopencl")
+    fakes = [FakePlatform(f"Platform {i}", "v", "1.0", kind=k) for i, k in enumerate(kinds)]
+    monkeypatch.setattr(devices, "_platforms", lambda: fakes)
+    monkeypatch.setattr(devices, "compile_error", lambda dev: None)
+    result = plugin.probe()
+    assert result.ok and result.software is software
+    first = devices.usable_devices()[0]
+    assert (first.type == 2) is software and [d.platform for d in devices.usable_devices()] == sorted(
+        fakes, key=lambda p: p.device.type == 2
+    )

@@ -135,3 +135,27 @@ def test_enumerating_adapters_leaves_the_environment_as_it_was(given: str | None
     assert done.returncode == 0, done.stderr
     if given is None:  # and lavapipe's complaint about it stays quiet all the same
         assert "XDG_RUNTIME_DIR" not in done.stderr
+
+
+class _Adapter:
+    def __init__(self, device: str, kind: str) -> None:
+        self.info = {"device": device, "adapter_type": kind, "backend_type": "Vulkan", "vendor": ""}
+
+
+@pytest.mark.parametrize(
+    ("adapters", "software"),
+    [
+        ([("llvmpipe (LLVM 15)", "CPU")], True),
+        ([("NVIDIA H100", "DiscreteGPU"), ("llvmpipe (LLVM 15)", "CPU")], False),
+        ([("llvmpipe (LLVM 15)", "CPU"), ("Intel Iris Xe", "IntegratedGPU")], False),  # GPUs rank first
+    ],
+)
+def test_probe_says_whether_webgpu_0_is_a_software_adapter(
+    monkeypatch: pytest.MonkeyPatch, adapters: list[tuple[str, str]], software: bool
+) -> None:
+    pytest.importorskip("wgpu")
+    fakes = tuple(_Adapter(d, k) for d, k in adapters)
+    monkeypatch.setattr(plugin, "_all_adapters", lambda: fakes)
+    result = plugin.probe()
+    assert result.ok and result.software is software
+    assert result.devices[0].endswith("via Vulkan") and ("CPU" in result.devices[0]) is software
