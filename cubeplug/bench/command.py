@@ -110,8 +110,8 @@ def _guarded(fn: Callable[[], Any]) -> Any:
 def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps) -> dict[str, Any]:
     """Every figure of one backend (a section that fails is recorded as its error)."""
     from cubeplug.bench.autotune_check import check
+    from cubeplug.bench.baselines import raw_for
     from cubeplug.bench.clients import describe, make_client
-    from cubeplug.bench.raw import raw_for
     from cubeplug.bench.suite import BackendBench, plan_for
 
     start = time.perf_counter()
