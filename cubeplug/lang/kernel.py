@@ -30,6 +30,10 @@ def _dims(cube_dim: Any) -> tuple[int, int, int]:
     return (int(dims[0]), int((*dims, 1)[1]), int((*dims, 1, 1)[2]))
 
 
+def _never(*args: Any) -> None:  # pragma: no cover - guarded by the identity check
+    raise AssertionError("no launch yet")
+
+
 def _bad_argument(e: AttributeError) -> None:
     raise ValidationError(f"an Array argument must be a cubeplug Handle ({e})") from e
 
@@ -46,6 +50,9 @@ class LangKernel:
         self._launchers: dict[tuple[Any, ...], Callable[..., None]] = {}
         self._unchecked: dict[tuple[Any, ...], Callable[..., None]] = {}
         self._lock = threading.Lock()
+        #: (client, cube_dim, launcher) of the last launch without comptime values, per mode.
+        self._last_checked: tuple[Any, Any, Callable[..., None]] = (None, None, _never)
+        self._last_unchecked: tuple[Any, Any, Callable[..., None]] = (None, None, _never)
 
     @functools.cached_property
     def captured(self) -> Captured:
@@ -64,24 +71,36 @@ class LangKernel:
     # ------------------------------------------------------------------------------- launches
     def launch(self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any) -> None:
         """Launch with bound-checked array accesses (out-of-bounds writes dropped, reads give 0)."""
+        last = self._last_checked  # the common case: the same client and cube dim as last time
+        if last[0] is client and last[1] == cube_dim and not comptime:
+            last[2](count, *args)
+            return
         key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
         try:
             fn = self._launchers[key]
         except (KeyError, TypeError):
             self._prepare(client, cube_dim, comptime, True, count, args)
             return
+        if not comptime:
+            self._last_checked = (client, cube_dim, fn)
         fn(count, *args)
 
     def launch_unchecked(
         self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any
     ) -> None:
         """Launch without bound checks (and without the client's argument validation)."""
+        last = self._last_unchecked
+        if last[0] is client and last[1] == cube_dim and not comptime:
+            last[2](count, *args)
+            return
         key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
         try:
             fn = self._unchecked[key]
         except (KeyError, TypeError):
             self._prepare(client, cube_dim, comptime, False, count, args)
             return
+        if not comptime:
+            self._last_unchecked = (client, cube_dim, fn)
         fn(count, *args)
 
     def specialized(
@@ -143,6 +162,11 @@ class LangKernel:
             cube_dim = tuple(cube_dim)
         key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
         (self._launchers if checked else self._unchecked)[key] = fn
+        if not comptime and isinstance(cube_dim, (int, tuple)):
+            if checked:
+                self._last_checked = (client, cube_dim, fn)
+            else:
+                self._last_unchecked = (client, cube_dim, fn)
 
     def _map_error(self, spec: Specialized, e: CompileError) -> CompileError:
         if isinstance(e, KernelError) or e.line is None or not 0 < e.line <= len(spec.line_map):

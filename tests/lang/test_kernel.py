@@ -208,3 +208,20 @@ def test_comptime_dtype_parameter(client: Any, dtype: str) -> None:
     x, y = client.create(xs), client.create(np.zeros(300, np_dtype))
     k.generic_scale.launch(client, cubeplug.CubeCount(2), 256, x, y, T=getattr(cl, dtype))
     np.testing.assert_allclose(client.to_numpy(y, dtype), xs * 3 + 1, rtol=1e-6)
+
+
+def test_alternating_clients_and_cube_dims(cpu: Any) -> None:
+    from tests.std.conftest import make_client
+
+    other = make_client("cpu")
+    try:
+        ones, zeros = np.ones(300, np.float32), np.zeros(300, np.float32)
+        hs = [(c, c.create(ones), c.create(zeros)) for c in (cpu, other)]
+        for _ in range(2):
+            for dim in (64, 128):
+                for c, x, y in hs:
+                    k.axpy.launch(c, cubeplug.CubeCount(-(-300 // dim)), dim, x, y, 1.0)
+        for c, _, y in hs:
+            np.testing.assert_array_equal(c.to_numpy(y, "f32"), 4.0)
+    finally:
+        other.close()
