@@ -174,6 +174,10 @@ class WgslGen:
                 return f"floor({a} / {b})" if ty.is_float else f"({a} / {b})"
             if e.op == "**":
                 return f"pow({a}, {b})"
+            if e.op == "%" and ty.kind == "i":
+                # a - (a / b) * b: NVIDIA's Vulkan driver (through naga) gives the dividend for a
+                # signed `%` with a negative divisor.
+                return f"({a} - ({a} / {b}) * {b})"
             if e.op in ("<<", ">>"):
                 if isinstance(e.b, ir.Const):
                     b = f"{int(e.b.value) & (ty.bits - 1)}u"
