@@ -161,6 +161,17 @@ class LaunchError(CubeplugError):
     """A kernel launch or a queued operation failed on the device."""
 
 
+class WorkDroppedError(LaunchError):
+    """Work the client accepted was dropped before it reached the device (an exception such as
+    KeyboardInterrupt interrupted its submission); the message says which work. Raised at the next
+    flush, sync or read, so the loss is never silent."""
+
+
+class ForkedClientError(CubeplugError):
+    """A client was used in a child process after ``fork``: its device, threads and locks belong to
+    the parent. Create a new client in the child, or start children with the "spawn" method."""
+
+
 class DeviceLostError(CubeplugError):
     """The device was lost or reset; every handle of its client is invalid."""
 

@@ -35,6 +35,8 @@ class PythonProgram:
     cube_dim: tuple[int, int, int]
     #: Per declared param: (is_buffer, index among its kind, dtype, vector width).
     layout: tuple[tuple[bool, int, np.dtype[Any], int], ...]
+    #: The kernel's name (error messages).
+    name: str = ""
 
 
 def compile_python(kernel: Kernel, dialect: str, mode: ExecutionMode) -> PythonProgram:
@@ -50,7 +52,7 @@ def compile_python(kernel: Kernel, dialect: str, mode: ExecutionMode) -> PythonP
         else:
             layout.append((False, ns, DTYPES[p.dtype], 1))
             ns += 1
-    return PythonProgram(fn, kernel.cube_dim, tuple(layout))
+    return PythonProgram(fn, kernel.cube_dim, tuple(layout), kernel.name)
 
 
 def _exec_source(kernel: Kernel, source: Any) -> Callable[..., Any]:

@@ -69,7 +69,14 @@ class CpuServer(ComputeServer):
         self.queue = WorkerQueue()
         # A server dropped without close() still stops its worker thread.
         self._finalizer = weakref.finalize(self, self.queue.close)
-        self.scheduler = Scheduler(self.queue.submit, max_streams=self.config.streaming.max_streams)
+        self.scheduler = Scheduler(
+            self.queue.submit,
+            max_streams=self.config.streaming.max_streams,
+            errors=self.queue.errors,
+            describe=_describe,
+            on_drop=_fail_reads,
+            settle=WorkerQueue.settle,
+        )
 
     # ------------------------------------------------------------------ device access (worker side)
     def _view(self, binding: Binding) -> np.ndarray:
@@ -157,7 +164,8 @@ class CpuServer(ComputeServer):
         self.scheduler.register(stream_id, task, (handle,))
 
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
-        """Queue a read after the stream's work and submit it."""
+        """Queue a read after the stream's work and submit it (first raising an asynchronous error)."""
+        self.raise_async_error(self.queue.errors)
         future: Future[list[bytes]] = Future()
         task = (self._run_read, ([_binding(h) for h in handles], future))
         self.scheduler.register(stream_id, task, handles)
@@ -200,3 +208,26 @@ class CpuServer(ComputeServer):
     def close(self) -> None:
         """Stop the worker thread."""
         self._finalizer()
+
+
+def _describe(tasks: list[Any]) -> str:
+    """What dropped tasks were: launches (by kernel), writes, copies and reads."""
+    kernels: dict[str, int] = {}
+    other = {"write": 0, "copy": 0, "read": 0}
+    for fn, args in tasks:
+        name = getattr(fn, "__name__", "")
+        if name == "_run_kernel":
+            kernel = getattr(args[0], "name", "") or "?"
+            kernels[kernel] = kernels.get(kernel, 0) + 1
+        elif name in ("_run_write", "_run_copy", "_run_read"):
+            other[name[5:]] += 1
+    parts = [f"{n} launch{'es' if n > 1 else ''} of {k!r}" for k, n in kernels.items()]
+    parts += [f"{n} {what}{'s' if n > 1 else ''}" for what, n in other.items() if n]
+    return ", ".join(parts) or f"{len(tasks)} tasks"
+
+
+def _fail_reads(batch: list[Any], ran: int, error: BaseException) -> None:
+    """Reads among the dropped tasks fail with the drop's error (nothing else would complete them)."""
+    for fn, args in batch[ran:]:
+        if getattr(fn, "__name__", "") == "_run_read" and not args[1].done():
+            args[1].set_exception(error)

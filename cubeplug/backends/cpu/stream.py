@@ -26,8 +26,25 @@ class WorkerQueue:
         self._thread.start()
 
     def submit(self, batch: list[Task]) -> None:
-        """Queue a batch; its tasks run after every batch submitted before it."""
+        """Queue a batch; its tasks run after every batch submitted before it.
+
+        The batch's first task becomes its claim (:func:`claimed`): the worker runs the batch only if
+        it claims it first, so a submission interrupted half-way is either run or dropped, and
+        :meth:`settle` says which.
+        """
+        batch.insert(0, (_claim, ({},)))
         self._queue.put(batch)
+
+    @staticmethod
+    def settle(batch: list[Task], ran: int) -> int:
+        """How many tasks of ``batch`` run, for a submission that raised: all of them when the worker
+        claimed the batch, none when it did not (it then never runs it: the claim is taken here)."""
+        if batch and batch[0][0] is _claim:
+            claim: dict[str, str] = batch[0][1][0]
+            if claim.setdefault("by", "dropped") == "worker":  # atomic: one of the two wins
+                return len(batch)
+            return 1  # the claim itself, which only says "dropped"
+        return 0  # interrupted before it was handed over
 
     def fence(self) -> threading.Event:
         """An event set once everything submitted so far has run."""
@@ -55,5 +72,17 @@ class WorkerQueue:
         for fn, args in batch:
             try:
                 fn(*args)
+            except _Dropped:  # its submission was interrupted and the batch reported as dropped
+                return
             except BaseException as e:  # surfaced at the next flush/sync
                 self.errors.append(e)
+
+
+class _Dropped(Exception):
+    """The worker lost the race for a batch's claim: the batch was reported dropped and is skipped."""
+
+
+def _claim(claim: dict[str, str]) -> None:
+    """A batch's first task: the worker claims the batch, unless its submitter took the claim first."""
+    if claim.setdefault("by", "worker") != "worker":
+        raise _Dropped

@@ -136,8 +136,14 @@ class WgpuServer(ComputeServer):
         self.compiler = WgslCompiler(gpu, features, int(limits["max-storage-buffers-per-shader-stage"]))
         self.queue = WgpuQueue(gpu, align, timestamps, self.health)
         self.scheduler = Scheduler(
-            self.queue.submit, max_streams=self.config.streaming.max_streams, max_tasks=MAX_TASKS
+            self.queue.submit,
+            max_streams=self.config.streaming.max_streams,
+            max_tasks=MAX_TASKS,
+            errors=self.queue.errors,
+            describe=WgpuQueue.describe,
+            on_drop=WgpuQueue.fail_reads,
         )
+        self.queue.committed = self.scheduler.committed  # the queue says how far a batch got
         self._bind_groups: dict[tuple[int, ...], Any] = {}
         self._empty = gpu.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE)
         self._copy: WgslProgram | None = None
@@ -362,8 +368,10 @@ class WgpuServer(ComputeServer):
         self._copy_bytes(stream_id, (temp, shift), (buffer, offset), n, (handle, temp))
 
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
-        """Queue copies into a staging buffer after the stream's work, submit, and map after the submit."""
+        """Queue copies into a staging buffer after the stream's work, submit, and map after the submit
+        (first raising an asynchronous error: a dropped batch says so at the next read too)."""
         self.health.check()
+        self.raise_async_error(self.queue.errors)
         parts: list[tuple[int, int]] = []
         regions: list[tuple[Any, int, int]] = []
         pos = 0

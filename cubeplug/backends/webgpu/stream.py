@@ -291,6 +291,9 @@ class WgpuQueue:
         self.completer = Completer()
         #: Errors of batches that failed on the device side, surfaced at the next flush or sync.
         self.errors: list[BaseException] = []
+        #: ``[n]``: tasks of the batch being submitted that reached the device (the scheduler's
+        #: :attr:`~cubeplug.core.scheduler.Scheduler.committed`, once the server shares it).
+        self.committed: list[int] = [0]
         self.submits = 0
         self._fence_src = device.create_buffer(size=16, usage=usage.COPY_SRC)
         self.query_set: Any = None
@@ -320,6 +323,26 @@ class WgpuQueue:
                 if task[0] in (READ, TIMESTAMP) and not task[2].attached:
                     task[2].fail(error)
 
+    @staticmethod
+    def describe(tasks: list[tuple[Any, ...]]) -> str:
+        """What dropped tasks were: launches, copies, writes and reads."""
+        names = {DISPATCH: "launch", INDIRECT: "launch", COPY: "copy", WRITE: "write", READ: "read",
+                 TIMESTAMP: "timestamp"}  # fmt: skip
+        counts: dict[str, int] = {}
+        for task in tasks:
+            name = names.get(task[0], "task")
+            counts[name] = counts.get(name, 0) + 1
+        return ", ".join(f"{n} {what}{'es' if what == 'launch' and n > 1 else 's' if n > 1 else ''}"
+                         for what, n in counts.items())  # fmt: skip
+
+    @staticmethod
+    def fail_reads(batch: list[tuple[Any, ...]], ran: int, error: BaseException) -> None:
+        """Fail the reads of an interrupted batch that never had their mapping requested (those of
+        segments submitted before the interruption included: nothing else would complete them)."""
+        for task in batch:
+            if task[0] in (READ, TIMESTAMP) and not task[2].attached:
+                task[2].fail(error)
+
     def _encode(self, batch: list[tuple[Any, ...]]) -> None:
         device = self.device
         arena_host = self._arena_host
@@ -333,7 +356,7 @@ class WgpuQueue:
         last_bg: Any = None
         last_off = -1
         reads: list[tuple[Any, ReadFuture]] = []
-        for task in batch:
+        for i, task in enumerate(batch):
             op = task[0]
             if op in (DISPATCH, INDIRECT):
                 sb = task[3]
@@ -346,7 +369,7 @@ class WgpuQueue:
                             if cpass is not None:
                                 cpass.end()
                                 cpass = None
-                            self._submit_segment(enc, used, reads)
+                            self._submit_segment(enc, used, reads, i)
                             enc = None
                             used = 0
                             n_indirect = 0
@@ -360,7 +383,7 @@ class WgpuQueue:
                         if cpass is not None:
                             cpass.end()
                             cpass = None
-                        self._submit_segment(enc, used, reads)
+                        self._submit_segment(enc, used, reads, i)
                         enc = None
                         used = 0
                         n_indirect = 0
@@ -404,12 +427,13 @@ class WgpuQueue:
                 cpass = None
             if op == WRITE:
                 if enc is not None or used:
-                    self._submit_segment(enc, used, reads)
+                    self._submit_segment(enc, used, reads, i)
                     enc = None
                     used = 0
                     n_indirect = 0
                     slots = {}
                 self.queue.write_buffer(task[1], task[2], task[3])
+                self.committed[0] = i + 1
                 continue
             if enc is None:
                 enc = device.create_command_encoder()
@@ -441,17 +465,23 @@ class WgpuQueue:
         if cpass is not None:
             cpass.end()
         if enc is not None or used:
-            self._submit_segment(enc, used, reads)
+            self._submit_segment(enc, used, reads, len(batch))
 
-    def _submit_segment(self, enc: Any, used: int, reads: list[tuple[Any, ReadFuture]]) -> None:
-        """Write the segment's scalars, submit its commands, then map its read-backs."""
+    def _submit_segment(
+        self, enc: Any, used: int, reads: list[tuple[Any, ReadFuture]], done: int = 0
+    ) -> None:
+        """Write the segment's scalars, submit its commands, then map its read-backs; the batch's
+        first ``done`` tasks have then reached the device (:attr:`committed`)."""
         if used:
             self.queue.write_buffer(self.arena, 0, self._arena_host, 0, used)
         if enc is not None:
             commands = enc.finish()  # raises on a lost device, before the submit that would abort
             self.health.check()
             self.queue.submit([commands])
+            self.committed[0] = done
             self.submits += 1
+        elif done:
+            self.committed[0] = done
         if reads:
             for staging, future in reads:
                 future.attach(map_for_read(staging, future.nbytes + (-future.nbytes) % 4))
