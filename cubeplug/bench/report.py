@@ -110,21 +110,6 @@ def failures(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
-    """One table per backend on stdout (rich when importable)."""
-    from cubeplug.cli import Output
-
-    output = Output(plain)
-    for name, result in doc["backends"].items():
-        if "error" in result and "device" not in result:
-            output.section(f"{name}: failed", result["error"])
-            continue
-        device = result.get("device", {})
-        timing = result.get("timing", {})
-        title = f"{name}: {device.get('name', '?')} ({result.get('library', '-')}; timing {timing})"
-        output.table(title, ["figure", "cubeplug", "raw / baseline", "ratio"], rows(result))
-
-
 def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
     """Write the whole report as indented JSON (parent directories are created)."""
     target = Path(path)

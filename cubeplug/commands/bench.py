@@ -19,10 +19,13 @@ import argparse
 import datetime
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
+
+from cubeplug.bench.report import failures, plot, rows, write_json
+from cubeplug.commands.output import Output
 
 SECTIONS = ("launch", "alloc", "bandwidth", "reduce_sum", "matmul", "autotune")
 
@@ -164,10 +167,22 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
     return out
 
 
+def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
+    """One table per backend on stdout (rich when importable)."""
+    output = Output(plain)
+    for name, result in doc["backends"].items():
+        if "error" in result and "device" not in result:
+            output.section(f"{name}: failed", result["error"])
+            continue
+        device = result.get("device", {})
+        timing = result.get("timing", {})
+        title = f"{name}: {device.get('name', '?')} ({result.get('library', '-')}; timing {timing})"
+        output.table(title, ["figure", "cubeplug", "raw / baseline", "ratio"], rows(result))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``cubeplug bench``."""
     from cubeplug.bench.clients import usable_backends, versions
-    from cubeplug.bench.report import failures, plot, print_tables, write_json
 
     selectors: list[str | None] = list(usable_backends()) if args.all else list(args.backend or [None])
     if not selectors:

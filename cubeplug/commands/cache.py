@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from cubeplug.commands.output import Output, redact
 from cubeplug.core.tune.cache import (
     ENV_CACHE_DIR,
     PersistentCache,
@@ -120,8 +121,6 @@ def _date(stamp: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``cubeplug cache``."""
-    from cubeplug.cli import Output, redact
-
     action = getattr(args, "cache_action", None) or "info"
     plain = bool(getattr(args, "plain", False))
     if action == "clear":

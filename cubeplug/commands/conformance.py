@@ -1,6 +1,6 @@
 """``cubeplug conformance NAME``: run the suite against a backend and print ``N passed, M failed, K skipped``.
 
-The CLI registers it lazily (``LazyCommand("cubeplug.testing.conformance", ...)``): this module
+The CLI registers it lazily (``LazyCommand("cubeplug.commands.conformance", ...)``): this module
 defines ``add_arguments(parser)`` and ``run(args) -> int``. It runs pytest in process on
 :mod:`cubeplug.testing.test_conformance`, after checking that the backend can be used at all (an
 unusable backend is an error here, where under pytest it is a skip).

@@ -11,6 +11,6 @@ or run directly: ``pytest --pyargs cubeplug.testing --cubeplug-backend=NAME[:DEV
 :mod:`~cubeplug.testing.suite` (the test classes), :mod:`~cubeplug.testing.kernels` (the kernels, in
 the ``python``, ``c`` and ``wgsl`` dialects), :mod:`~cubeplug.testing.gates` (capability skips),
 :mod:`~cubeplug.testing.backend` (selection and clients), :mod:`~cubeplug.testing.fixtures`,
-:mod:`~cubeplug.testing.plugin` (the pytest plugin) and :mod:`~cubeplug.testing.conformance` (the CLI).
+:mod:`~cubeplug.testing.plugin` (the pytest plugin) and :mod:`~cubeplug.commands.conformance` (the CLI).
 Importing this package imports neither pytest nor any backend.
 """

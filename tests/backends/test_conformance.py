@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import cubeplug
+from cubeplug.commands.conformance import plugin_installed
 from cubeplug.testing.backend import resolve_selector
-from cubeplug.testing.conformance import plugin_installed
 from cubeplug.testing.gates import NO_DIALECT
 from cubeplug.testing.plugin import read_xfails
 

@@ -198,7 +198,7 @@ def test_all_lists_usable_backends() -> None:
 
 def test_importing_std_tune_and_bench_imports_no_gpu_library() -> None:
     code = (
-        "import sys, json, cubeplug.std, cubeplug.core.tune, cubeplug.bench, cubeplug.core.tune.command; "
+        "import sys, json, cubeplug.std, cubeplug.core.tune, cubeplug.bench, cubeplug.commands.cache; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'pyopencl', 'wgpu'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
