@@ -105,3 +105,39 @@ def launcher_source(name: str, spec: Specialized, checked: bool) -> str:
         return head + "".join(f"    {text}\n" for text in lens) + call
     body = "".join(f"        {text}\n" for text in lens)
     return head + f"    try:\n{body}    except AttributeError as e:\n        bad_argument(e)\n" + call
+
+
+def dispatcher_source(name: str, params: tuple[str, ...], spec: Specialized, checked: bool) -> str:
+    """Python source of a kernel's fast ``launch``: when the client and cube dim are those of the
+    previous launch and no comptime values are given, it splits the arguments and calls the client
+    directly (state ``cl__state[0] = (client, cube_dim, client_launch, kernel)``, read once so that
+    a concurrent update is seen whole); anything else goes to ``cl__slow``. ``params`` are the
+    positional parameter names; a missing one (the sentinel) or an extra one takes the slow path,
+    which reports it."""
+    bufs = [n for n, (is_array, _) in zip(params, spec.args) if is_array]
+    scal = [n for n, (is_array, _) in zip(params, spec.args) if not is_array]
+    lens = []
+    for n, (is_array, size) in zip(params, spec.args):
+        if is_array and size:
+            lens.append(f"cl__l_{n} = ({n}.nbytes - {n}.start - {n}.end) >> {size.bit_length() - 1}")
+            scal.append(f"cl__l_{n}")
+    sig = ", ".join(["cl__client", "cl__count", "cl__dim", *(f"{p}=cl__NO" for p in params),
+                     "*cl__more", "**cl__comptime"])
+    last = f" and {params[-1]} is not cl__NO" if params else ""
+    lines = [
+        f"def {name}_launch({sig}):",
+        "    cl__s = cl__state[0]",
+        f"    if cl__client is cl__s[0] and cl__dim == cl__s[1] and not cl__comptime and not cl__more{last}:",
+    ]
+    if lens and checked:
+        lines.append("        try:")
+        lines += [f"            {text}" for text in lens]
+        lines += ["        except AttributeError as e:", "            cl__bad(e)"]
+    else:
+        lines += [f"        {text}" for text in lens]
+    lines.append(f"        cl__s[2](cl__s[3], cl__count, [{', '.join(bufs)}], [{', '.join(scal)}])")
+    lines.append("        return")
+    args = ", ".join(params)
+    lines.append(f"    cl__slow(cl__client, cl__count, cl__dim, ({args}{',' if len(params) == 1 else ''}) "
+                 f"+ cl__more, cl__comptime)")
+    return "\n".join(lines) + "\n"

@@ -9,13 +9,20 @@ A cached launch does no AST or IR work. Launchers keep their client alive (their
 
 from __future__ import annotations
 
+import ast
 import functools
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from cubeplug.core.errors import CompileError, ValidationError
-from cubeplug.lang.compile import Specialized, launcher_source, pick_dialect, specialize
+from cubeplug.lang.compile import (
+    Specialized,
+    dispatcher_source,
+    launcher_source,
+    pick_dialect,
+    specialize,
+)
 from cubeplug.lang.errors import KernelError, NotInKernelError
 from cubeplug.lang.printer import print_kernel
 from cubeplug.lang.source import Captured, capture
@@ -30,8 +37,7 @@ def _dims(cube_dim: Any) -> tuple[int, int, int]:
     return (int(dims[0]), int((*dims, 1)[1]), int((*dims, 1, 1)[2]))
 
 
-def _never(*args: Any) -> None:  # pragma: no cover - guarded by the identity check
-    raise AssertionError("no launch yet")
+_MISSING = object()  # a positional argument the caller left out
 
 
 def _bad_argument(e: AttributeError) -> None:
@@ -47,12 +53,12 @@ class LangKernel:
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = fn.__doc__
         self._specs: dict[tuple[Any, ...], Specialized] = {}
-        self._launchers: dict[tuple[Any, ...], Callable[..., None]] = {}
-        self._unchecked: dict[tuple[Any, ...], Callable[..., None]] = {}
+        self._launchers: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
+        self._unchecked: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
         self._lock = threading.Lock()
-        #: (client, cube_dim, launcher) of the last launch without comptime values, per mode.
-        self._last_checked: tuple[Any, Any, Callable[..., None]] = (None, None, _never)
-        self._last_unchecked: tuple[Any, Any, Callable[..., None]] = (None, None, _never)
+        #: Per mode (checked?): a one-item list holding (client, cube_dim, client launch, Kernel)
+        #: of the last launch without comptime values, read by the generated dispatchers.
+        self._state: dict[bool, list[tuple[Any, ...]]] = {True: [(None,)], False: [(None,)]}
 
     @functools.cached_property
     def captured(self) -> Captured:
@@ -69,39 +75,68 @@ class LangKernel:
         return f"<cl.kernel {self.__qualname__}>"
 
     # ------------------------------------------------------------------------------- launches
+    # After the first launch without comptime values, ``launch`` and ``launch_unchecked`` are
+    # instance attributes: generated dispatchers (compile.dispatcher_source) that launch directly
+    # when the client and cube dim are those of the previous launch, and call ``_dispatch`` else.
     def launch(self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any) -> None:
         """Launch with bound-checked array accesses (out-of-bounds writes dropped, reads give 0)."""
-        last = self._last_checked  # the common case: the same client and cube dim as last time
-        if last[0] is client and last[1] == cube_dim and not comptime:
-            last[2](count, *args)
-            return
-        key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
-        try:
-            fn = self._launchers[key]
-        except (KeyError, TypeError):
-            self._prepare(client, cube_dim, comptime, True, count, args)
-            return
-        if not comptime:
-            self._last_checked = (client, cube_dim, fn)
-        fn(count, *args)
+        self._dispatch(True, client, count, cube_dim, args, comptime)
 
     def launch_unchecked(
         self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any
     ) -> None:
         """Launch without bound checks (and without the client's argument validation)."""
-        last = self._last_unchecked
-        if last[0] is client and last[1] == cube_dim and not comptime:
-            last[2](count, *args)
-            return
+        self._dispatch(False, client, count, cube_dim, args, comptime)
+
+    def _dispatch(
+        self, checked: bool, client: Any, count: Any, cube_dim: Any, args: tuple[Any, ...],
+        comptime: dict[str, Any],
+    ) -> None:
+        """The general launch: find (or build) the launcher of (client, cube dim, comptime values)."""
+        table = self._launchers if checked else self._unchecked
         key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
         try:
-            fn = self._unchecked[key]
+            fn, spec = table[key]
         except (KeyError, TypeError):
-            self._prepare(client, cube_dim, comptime, False, count, args)
+            fn, spec = self._prepare(client, cube_dim, comptime, checked, count, args)
+        else:
+            self._check_count(spec, args)
+            fn(count, *args)
+        if not comptime and isinstance(cube_dim, (int, tuple)):
+            self._remember(checked, client, cube_dim, spec)
+
+    def _check_count(self, spec: Specialized, args: tuple[Any, ...]) -> None:
+        if len(args) != len(spec.args):
+            raise ValidationError(
+                f"kernel {self.__name__!r} takes {len(spec.args)} arguments after cube_dim "
+                f"({', '.join(spec.ir.order)}), got {len(args)}"
+            )
+
+    def _remember(self, checked: bool, client: Any, cube_dim: Any, spec: Specialized) -> None:
+        """Point the fast dispatcher of a mode at this client and cube dim (installing it once)."""
+        state = self._state[checked]
+        state[0] = (client, cube_dim, client.launch if checked else client.launch_unchecked, spec.kernel)
+        attr = "launch" if checked else "launch_unchecked"
+        if attr in self.__dict__:
             return
-        if not comptime:
-            self._last_unchecked = (client, cube_dim, fn)
-        fn(count, *args)
+        params = tuple(self.captured.tree.args.args[i].arg for i in self._positional())
+        namespace: dict[str, Any] = {
+            "cl__state": state, "cl__NO": _MISSING, "cl__bad": _bad_argument,
+            "cl__slow": functools.partial(self._slow, checked),
+        }
+        code = dispatcher_source(self.__name__, params, spec, checked)
+        exec(compile(code, f"<dispatcher {self.__name__}>", "exec"), namespace)
+        setattr(self, attr, namespace[f"{self.__name__}_launch"])
+
+    def _positional(self) -> list[int]:
+        """Indices of the parameters passed positionally at launch (all but comptime ones)."""
+        return [i for i, a in enumerate(self.captured.tree.args.args)
+                if a.annotation is None or "Comptime" not in ast.unparse(a.annotation)]
+
+    def _slow(self, checked: bool, client: Any, count: Any, cube_dim: Any, args: tuple[Any, ...],
+              comptime: dict[str, Any]) -> None:
+        given = tuple(a for a in args if a is not _MISSING)
+        self._dispatch(checked, client, count, cube_dim, given, comptime)
 
     def specialized(
         self, client: Any, cube_dim: CubeDim = 256, *, checked: bool = True, **comptime: Any
@@ -138,14 +173,10 @@ class LangKernel:
     def _prepare(
         self, client: Any, cube_dim: Any, comptime: dict[str, Any], checked: bool, count: Any,
         args: tuple[Any, ...],
-    ) -> None:
+    ) -> tuple[Callable[..., None], Specialized]:
         """Specialize, build the launcher, and run this first launch (mapping compile errors)."""
         spec = self.specialized(client, cube_dim, checked=checked, **comptime)
-        if len(args) != len(spec.args):
-            raise ValidationError(
-                f"kernel {self.__name__!r} takes {len(spec.args)} arguments after cube_dim "
-                f"({', '.join(spec.ir.order)}), got {len(args)}"
-            )
+        self._check_count(spec, args)
         namespace: dict[str, Any] = {
             "client_launch": client.launch if checked else client.launch_unchecked,
             "kernel": spec.kernel,
@@ -161,12 +192,8 @@ class LangKernel:
         if isinstance(cube_dim, list):
             cube_dim = tuple(cube_dim)
         key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
-        (self._launchers if checked else self._unchecked)[key] = fn
-        if not comptime and isinstance(cube_dim, (int, tuple)):
-            if checked:
-                self._last_checked = (client, cube_dim, fn)
-            else:
-                self._last_unchecked = (client, cube_dim, fn)
+        (self._launchers if checked else self._unchecked)[key] = (fn, spec)
+        return fn, spec
 
     def _map_error(self, spec: Specialized, e: CompileError) -> CompileError:
         if isinstance(e, KernelError) or e.line is None or not 0 < e.line <= len(spec.line_map):

@@ -225,3 +225,18 @@ def test_alternating_clients_and_cube_dims(cpu: Any) -> None:
             np.testing.assert_array_equal(c.to_numpy(y, "f32"), 4.0)
     finally:
         other.close()
+
+
+def test_fast_dispatcher_reports_bad_arguments(cpu: Any) -> None:
+    kern = cl.kernel(k.axpy.fn)
+    x, y = cpu.create(np.ones(10, np.float32)), cpu.create(np.zeros(10, np.float32))
+    kern.launch(cpu, 1, 32, x, y, 1.0)
+    kern.launch(cpu, 1, 32, x, y, 1.0)  # the generated dispatcher now
+    assert "launch" in vars(kern)
+    with pytest.raises(cubeplug.ValidationError, match="takes 3 arguments"):
+        kern.launch(cpu, 1, 32, x, y)
+    with pytest.raises(cubeplug.ValidationError, match="takes 3 arguments"):
+        kern.launch(cpu, 1, 32, x, y, 1.0, 2.0)
+    with pytest.raises(cubeplug.ValidationError, match="Handle"):
+        kern.launch(cpu, 1, 32, x, np.ones(3), 1.0)
+    np.testing.assert_array_equal(cpu.to_numpy(y, "f32"), 2.0)
