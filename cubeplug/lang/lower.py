@@ -13,16 +13,24 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
-import math as pymath
-from dataclasses import dataclass, field
 from typing import Any
 
 from cubeplug.lang import builtins as clb
 from cubeplug.lang import infer, ir
+from cubeplug.lang.calls import lower_call
 from cubeplug.lang.errors import KernelSyntaxError, KernelTypeError, Loc
-from cubeplug.lang.func import LangFunc
 from cubeplug.lang.infer import Val, is_expr, known
 from cubeplug.lang.names import RESERVED
+from cubeplug.lang.positions import position, upper_bound
+from cubeplug.lang.scope import (
+    ArrayRef,
+    ArrayState,
+    Frame,
+    Lowered,
+    assign_counts,
+    describe,
+    is_comptime_ann,
+)
 from cubeplug.lang.source import Captured
 from cubeplug.lang.types import (
     CORE_TYPES,
@@ -31,14 +39,12 @@ from cubeplug.lang.types import (
     ComptimeType,
     DType,
     bool_,
-    f32,
     i32,
     u32,
 )
 
 #: The most loop bodies one ``unroll`` may expand to.
 UNROLL_CAP = 1024
-_AXES = {"X": 0, "Y": 1, "Z": 2}
 _BINOPS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
     ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
@@ -46,66 +52,6 @@ _BINOPS = {
 }
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!=", ast.Gt: ">", ast.GtE: ">="}
 _UNOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
-_PY_MATH = {
-    builtins.abs: "abs", builtins.min: "min", builtins.max: "max", pymath.sqrt: "sqrt",
-    pymath.exp: "exp", pymath.log: "log", pymath.sin: "sin", pymath.cos: "cos",
-    pymath.tanh: "tanh", pymath.floor: "floor", pymath.ceil: "ceil", pymath.pow: "pow",
-}
-
-
-@dataclass(frozen=True)
-class ArrayRef:
-    """A name bound to an array: a global param, a ``shared`` or a ``local`` array."""
-
-    name: str
-    elem: DType
-    atomic: bool
-    space: str
-    size: int | None
-
-
-@dataclass
-class Frame:
-    """The names of one function being lowered: the kernel, or an inlined ``@cl.func``."""
-
-    captured: Captured
-    env: dict[str, Any]
-    counts: dict[str, int]
-    suffix: str
-    is_func: bool
-
-
-@dataclass
-class _ArrayState:
-    elem: DType
-    atomic: bool
-    written: bool = False
-    len_name: str = ""
-    len_used: bool = False
-
-
-@dataclass
-class Lowered:
-    """The result of lowering: the kernel IR and the order of the user's positional arguments."""
-
-    ir: ir.KernelIR
-    #: Per positional (non-comptime) parameter: ("array" | "scalar", IR name).
-    signature: tuple[tuple[str, str], ...]
-    arg_names: tuple[str, ...] = field(default=())
-
-
-def _assign_counts(fn: ast.FunctionDef) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    counts[t.id] = counts.get(t.id, 0) + 1
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            counts[node.target.id] = counts.get(node.target.id, 0) + 1
-        elif isinstance(node, (ast.AugAssign, ast.For)) and isinstance(node.target, ast.Name):
-            counts[node.target.id] = counts.get(node.target.id, 0) + 2
-    return counts
 
 
 class Lowerer:
@@ -127,7 +73,7 @@ class Lowerer:
         self.dtypes = dtypes
         self.locals: dict[str, DType] = {}
         self.decls: list[ir.ArrayDecl] = []
-        self.arrays: dict[str, _ArrayState] = {}
+        self.arrays: dict[str, ArrayState] = {}
         self.scalars: list[ir.ScalarParam] = []
         self.used: set[str] = set(RESERVED)
         self.out: list[list[ir.Stmt]] = [[]]
@@ -135,7 +81,7 @@ class Lowerer:
         self.runtime_depth = 0
         self.inline_count = 0
         self.name_hint = ""
-        self.frames = [Frame(captured, {}, _assign_counts(captured.tree), "", False)]
+        self.frames = [Frame(captured, {}, assign_counts(captured.tree), "", False)]
 
     # ----------------------------------------------------------------------------- helpers
     @property
@@ -146,7 +92,7 @@ class Lowerer:
         return self.frame.captured.smap.loc(node)
 
     def syntax(self, message: str, node: ast.AST, construct: str = "") -> KernelSyntaxError:
-        return KernelSyntaxError(message, self.loc(node), construct or _construct(node), kernel=self.name)
+        return KernelSyntaxError(message, self.loc(node), construct or describe(node), kernel=self.name)
 
     def unique(self, base: str) -> str:
         name = base if base.isidentifier() and not base.startswith("__") else "v_" + base.strip("_")
@@ -219,7 +165,7 @@ class Lowerer:
                     arg, arg.arg,
                 )
             # Comptime params first, so later annotations may name a comptime dtype.
-            ann = self.pyeval(arg.annotation) if _is_comptime_ann(arg.annotation) else None
+            ann = self.pyeval(arg.annotation) if is_comptime_ann(arg.annotation) else None
             if isinstance(ann, ComptimeType):
                 if arg.arg not in self.comptime:
                     raise KernelTypeError(
@@ -252,7 +198,7 @@ class Lowerer:
                 if atomic and elem.name not in ("i32", "u32"):
                     raise KernelTypeError("atomic arrays must be i32 or u32", loc, arg.arg, kernel=self.name)
                 self.need(elem, loc)
-                self.arrays[name] = _ArrayState(elem, atomic, len_name=self.unique(f"len_{name}"))
+                self.arrays[name] = ArrayState(elem, atomic, len_name=self.unique(f"len_{name}"))
                 self.frame.env[arg.arg] = ArrayRef(name, elem, atomic, "global", None)
                 sig.append(("array", name))
             elif isinstance(t, DType):
@@ -295,7 +241,7 @@ class Lowerer:
     def stmt(self, node: ast.stmt) -> None:
         method = getattr(self, "stmt_" + type(node).__name__, None)
         if method is None:
-            raise self.syntax(f"`{_construct(node)}` statements are not supported in kernels", node)
+            raise self.syntax(f"`{describe(node)}` statements are not supported in kernels", node)
         method(node)
 
     def stmt_Pass(self, node: ast.Pass) -> None:
@@ -306,7 +252,7 @@ class Lowerer:
             return  # a docstring
         if not isinstance(node.value, ast.Call):
             raise self.syntax("an expression statement that is not a call has no effect", node, "expression")
-        self.call(node.value, statement=True)
+        lower_call(self, node.value, statement=True)
 
     def stmt_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) != 1:
@@ -335,7 +281,7 @@ class Lowerer:
         elif isinstance(target, ast.Tuple):
             raise self.syntax("tuple assignment is not supported; assign one name at a time", target, "tuple")
         else:
-            raise self.syntax(f"cannot assign to `{_construct(target)}`", target)
+            raise self.syntax(f"cannot assign to `{describe(target)}`", target)
 
     def assign_name(self, name: str, v: Val, loc: Loc, ann: DType | None) -> None:
         frame = self.frame
@@ -387,7 +333,7 @@ class Lowerer:
             cur = self.load(arr, idx, loc)
             self.store(arr, idx, infer.binop(op, cur, self.expr(node.value), loc, f"{op}="), loc)
         else:
-            raise self.syntax(f"cannot assign to `{_construct(node.target)}`", node.target)
+            raise self.syntax(f"cannot assign to `{describe(node.target)}`", node.target)
 
     def stmt_If(self, node: ast.If) -> None:
         cond = self.expr(node.test)
@@ -586,10 +532,10 @@ class Lowerer:
     def expr(self, node: ast.expr) -> Val:
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
-            raise self.syntax(f"`{_construct(node)}` expressions are not supported in kernels", node)
+            raise self.syntax(f"`{describe(node)}` expressions are not supported in kernels", node)
         v = method(node)
         if isinstance(v, clb.Position):
-            return self.position(v.name, self.loc(node))
+            return position(v.name, self.loc(node), self.cube_dim)
         if isinstance(v, ir.Var):
             return dataclasses.replace(v, loc=self.loc(node))
         return v
@@ -700,228 +646,4 @@ class Lowerer:
         return ir.Var(tmp, ea.ty, loc)
 
     def expr_Call(self, node: ast.Call) -> Val:
-        return self.call(node, statement=False)
-
-    # ---------------------------------------------------------------------------- calls
-    def call(self, node: ast.Call, statement: bool) -> Val:
-        loc = self.loc(node)
-        fn = self.expr(node.func)
-        if node.keywords:
-            raise self.syntax("keyword arguments are not supported in kernel calls", node, "call")
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            raise self.syntax("*args in calls is not supported", node, "call")
-        name = str(getattr(fn, "name", None) or getattr(fn, "__name__", "?"))
-        if fn is clb.sync_cube:
-            if not statement:
-                raise self.syntax("sync_cube() is a statement, not a value", node, "sync_cube")
-            if node.args:
-                raise self.syntax("sync_cube() takes no arguments", node, "sync_cube")
-            self.emit(ir.Barrier(loc))
-            return None
-        if fn is clb.shared or fn is clb.local:
-            return self.array_decl(node, "shared" if fn is clb.shared else "local")
-        if isinstance(fn, clb.Intrinsic) and fn.name in clb.ATOMICS:
-            return self.atomic(fn.name, node, statement)
-        if isinstance(fn, LangFunc):
-            return self.inline(fn, node)
-        args = [self.expr(a) for a in node.args]
-        if isinstance(fn, DType):
-            if len(args) != 1:
-                raise self.syntax(f"{fn}() takes one argument", node, str(fn))
-            self.need(fn, loc)
-            return infer.cast(args[0], fn, loc, f"{fn}()")
-        if fn in (builtins.float, builtins.int, builtins.bool) and len(args) == 1:
-            if not is_expr(args[0]):
-                return fn(args[0])
-            ty = {builtins.float: f32, builtins.int: i32, builtins.bool: bool_}[fn]
-            return infer.cast(args[0], ty, loc, f"{name}()")
-        if fn is builtins.len:
-            return self.length(args, node)
-        math = _PY_MATH.get(fn) if _hashable(fn) else None
-        if math is None and isinstance(fn, clb.Intrinsic) and fn.name in clb.MATH:
-            math = fn.name
-        if math is not None:
-            nargs, float_only = clb.MATH[math]
-            if math in ("min", "max") and len(args) > 2:
-                acc = args[0]
-                for a in args[1:]:
-                    acc = infer.math_call(math, [acc, a], float_only, loc, f"{math}()")
-                return acc
-            if len(args) != nargs:
-                raise self.syntax(f"{math}() takes {nargs} argument(s), got {len(args)}", node, math)
-            return infer.math_call(math, args, float_only, loc, f"{math}()")
-        if fn is builtins.range or fn is clb.unroll:
-            raise self.syntax(f"{name}() can only be the iterable of a for loop", node, name)
-        raise self.syntax(
-            f"cannot call {name!r} in a kernel: only builtins of cubeplug.lang, dtype casts and "
-            f"@cl.func helpers can be called", node, "call",
-        )
-
-    def length(self, args: list[Val], node: ast.Call) -> Val:
-        if len(args) != 1 or not isinstance(args[0], ArrayRef):
-            raise self.syntax("len() takes one array", node, "len")
-        arr = args[0]
-        if arr.size is not None:
-            return ir.Const(arr.size, u32, self.loc(node))
-        st = self.arrays[arr.name]
-        st.len_used = True
-        return ir.Var(st.len_name, u32, self.loc(node), "len")
-
-    def array_decl(self, node: ast.Call, space: str) -> ArrayRef:
-        loc = self.loc(node)
-        if len(node.args) != 2:
-            raise self.syntax(f"{space}(T, N) takes a dtype and a comptime size", node, space)
-        ty = self.expr(node.args[0])
-        size = known(self.expr(node.args[1]))
-        if not isinstance(ty, DType):
-            raise self.syntax(f"{space}(T, N): T must be a dtype, got {ty!r}", node.args[0], space)
-        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-            raise self.syntax(f"{space}(T, N): N must be a positive comptime int", node.args[1], space)
-        self.need(ty, loc)
-        name = self.unique((self.name_hint or space) + self.frame.suffix)
-        self.decls.append(ir.ArrayDecl(name, ty, size, space, loc))
-        return ArrayRef(name, ty, False, space, size)
-
-    def atomic(self, op: str, node: ast.Call, statement: bool) -> Val:
-        loc = self.loc(node)
-        nvals = clb.ATOMICS[op]
-        if len(node.args) != 2 + nvals:
-            raise self.syntax(f"{op}(array, index{', value' * nvals}) takes {2 + nvals} arguments", node, op)
-        arr = self.expr(node.args[0])
-        if not isinstance(arr, ArrayRef) or not arr.atomic:
-            raise KernelTypeError(f"{op}() needs an Array[Atomic[i32|u32]] parameter", loc, op,
-                                  kernel=self.name)
-        idx = self.index(node.args[1])
-        vals = tuple(infer.to_expr(self.expr(a), loc, op, arr.elem) for a in node.args[2:])
-        out = None if statement else self.declare("old", arr.elem, loc)
-        self.emit(ir.Atomic(op[len("atomic_"):], arr.name, idx, vals, out, arr.elem, loc,
-                            self.touch(arr, idx, True)))
-        return None if out is None else ir.Var(out, arr.elem, loc)
-
-    def inline(self, fn: LangFunc, node: ast.Call) -> Val:
-        loc = self.loc(node)
-        if any(f.captured.fn is fn.fn for f in self.frames):
-            raise self.syntax(f"@cl.func {fn.__qualname__} calls itself; recursion is not supported", node,
-                              "call")
-        args = [self.expr(a) for a in node.args]
-        captured = fn.captured
-        tree = captured.tree
-        params = tree.args.args
-        if len(params) != len(args) or tree.args.vararg or tree.args.kwonlyargs:
-            raise self.syntax(
-                f"{fn.__qualname__}() takes {len(params)} positional arguments, got {len(args)}", node, "call"
-            )
-        self.inline_count += 1
-        frame = Frame(captured, {}, _assign_counts(tree), f"_{tree.name}{self.inline_count}", True)
-        for p, a in zip(params, args):
-            if (is_expr(a) and not isinstance(a, (ir.Const, ir.Var))) or (
-                isinstance(a, ir.Var) and frame.counts.get(p.arg, 0)
-            ):
-                tmp = self.declare(p.arg + frame.suffix, a.ty, loc)
-                self.emit(ir.Assign(tmp, a, loc))
-                a = ir.Var(tmp, a.ty, loc)
-            frame.env[p.arg] = a
-        body = list(tree.body)
-        result: Val = None
-        last = body[-1] if body else None
-        self.frames.append(frame)
-        saved_loops, self.loops = self.loops, []
-        try:
-            for s in body[:-1] if isinstance(last, ast.Return) else body:
-                self.stmt(s)
-            if isinstance(last, ast.Return) and last.value is not None:
-                result = self.expr(last.value)
-                if is_expr(result) and ir.reads_memory(result):
-                    tmp = self.declare(f"ret{frame.suffix}", result.ty, loc)
-                    self.emit(ir.Assign(tmp, result, loc))
-                    result = ir.Var(tmp, result.ty, loc)
-        finally:
-            self.frames.pop()
-            self.loops = saved_loops
-        return result
-
-    # ---------------------------------------------------------------------------- positions
-    def position(self, name: str, loc: Loc) -> Val:
-        dims = self.cube_dim
-        if name.startswith("CUBE_DIM"):
-            value = dims[0] * dims[1] * dims[2] if name == "CUBE_DIM" else dims[_AXES[name[-1]]]
-            return ir.Const(value, u32, loc)
-        if name[-2:] in ("_X", "_Y", "_Z"):
-            if name.startswith("UNIT_POS") and dims[_AXES[name[-1]]] == 1:
-                return ir.Const(0, u32, loc)
-            return ir.Builtin(name, u32, loc)
-
-        def b(n: str) -> Val:
-            return self.position(n, loc)
-
-        def mul(a: Val, c: Val) -> Val:
-            return infer.binop("*", a, c, loc, name)
-
-        def add(a: Val, c: Val) -> Val:
-            return infer.binop("+", a, c, loc, name)
-
-        if name == "UNIT_POS":
-            return add(add(b("UNIT_POS_X"), mul(b("UNIT_POS_Y"), dims[0])),
-                       mul(b("UNIT_POS_Z"), dims[0] * dims[1]))
-        if name == "CUBE_COUNT":
-            return mul(mul(b("CUBE_COUNT_X"), b("CUBE_COUNT_Y")), b("CUBE_COUNT_Z"))
-        if name == "CUBE_POS":
-            cx = b("CUBE_COUNT_X")
-            return add(add(b("CUBE_POS_X"), mul(b("CUBE_POS_Y"), cx)),
-                       mul(b("CUBE_POS_Z"), mul(cx, b("CUBE_COUNT_Y"))))
-        # ABSOLUTE_POS: linear over the whole launch, x fastest.
-        width = mul(b("CUBE_COUNT_X"), dims[0])
-        height = mul(b("CUBE_COUNT_Y"), dims[1])
-        return add(add(b("ABSOLUTE_POS_X"), mul(b("ABSOLUTE_POS_Y"), width)),
-                   mul(b("ABSOLUTE_POS_Z"), mul(width, height)))
-
-
-def upper_bound(e: ir.Expr, dims: tuple[int, int, int]) -> int | None:
-    """The largest value an unsigned index can take, when a simple analysis knows it."""
-    if e.ty.kind != "u":
-        return None
-    if isinstance(e, ir.Const):
-        return int(e.value)
-    if isinstance(e, ir.Builtin) and e.name.startswith("UNIT_POS_"):
-        return dims[_AXES[e.name[-1]]] - 1
-    if isinstance(e, ir.BinOp) and e.op in ("+", "*", "//", "%", "&", ">>"):
-        a, b = upper_bound(e.a, dims), upper_bound(e.b, dims)
-        if e.op in ("%", "&") and isinstance(e.b, ir.Const):
-            top = int(e.b.value) - 1 if e.op == "%" else int(e.b.value)
-            return top if a is None else min(a, top)
-        if a is None or b is None:
-            return None
-        if e.op == "+":
-            r = a + b
-        elif e.op == "*":
-            r = a * b
-        elif e.op == "//":
-            return a if isinstance(e.b, ir.Const) and e.b.value else None
-        elif e.op == ">>":
-            return a
-        else:
-            return None
-        return r if r < 2 ** e.ty.bits else None
-    return None
-
-
-def _hashable(v: Any) -> bool:
-    try:
-        hash(v)
-    except TypeError:
-        return False
-    return True
-
-
-def _is_comptime_ann(node: ast.expr) -> bool:
-    text = ast.unparse(node)
-    return "Comptime" in text
-
-
-def _construct(node: ast.AST) -> str:
-    try:
-        text = ast.unparse(node)
-    except Exception:
-        text = type(node).__name__
-    first = text.splitlines()[0] if text else type(node).__name__
-    return first if len(first) <= 60 else first[:57] + "..."
+        return lower_call(self, node, statement=False)

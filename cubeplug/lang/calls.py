@@ -1,0 +1,169 @@
+"""Lowering of calls: ``sync_cube()``, ``shared``/``local`` declarations, atomics, casts, ``len``,
+math builtins, and the inlining of ``@cl.func`` helpers (each call gets its own frame of names)."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import math as pymath
+from typing import TYPE_CHECKING
+
+from cubeplug.lang import builtins as clb
+from cubeplug.lang import infer, ir
+from cubeplug.lang.errors import KernelTypeError
+from cubeplug.lang.func import LangFunc
+from cubeplug.lang.infer import Val, is_expr, known
+from cubeplug.lang.scope import ArrayRef, Frame, assign_counts, hashable
+from cubeplug.lang.types import DType, bool_, f32, i32, u32
+
+if TYPE_CHECKING:
+    from cubeplug.lang.lower import Lowerer
+
+_PY_MATH = {
+    builtins.abs: "abs", builtins.min: "min", builtins.max: "max", pymath.sqrt: "sqrt",
+    pymath.exp: "exp", pymath.log: "log", pymath.sin: "sin", pymath.cos: "cos",
+    pymath.tanh: "tanh", pymath.floor: "floor", pymath.ceil: "ceil", pymath.pow: "pow",
+}
+
+
+def lower_call(lw: Lowerer, node: ast.Call, statement: bool) -> Val:
+    """A call; ``statement`` when its value is unused (``sync_cube()`` must be one)."""
+    loc = lw.loc(node)
+    fn = lw.expr(node.func)
+    if node.keywords:
+        raise lw.syntax("keyword arguments are not supported in kernel calls", node, "call")
+    if any(isinstance(a, ast.Starred) for a in node.args):
+        raise lw.syntax("*args in calls is not supported", node, "call")
+    name = str(getattr(fn, "name", None) or getattr(fn, "__name__", "?"))
+    if fn is clb.sync_cube:
+        if not statement:
+            raise lw.syntax("sync_cube() is a statement, not a value", node, "sync_cube")
+        if node.args:
+            raise lw.syntax("sync_cube() takes no arguments", node, "sync_cube")
+        lw.emit(ir.Barrier(loc))
+        return None
+    if fn is clb.shared or fn is clb.local:
+        return array_decl(lw, node, "shared" if fn is clb.shared else "local")
+    if isinstance(fn, clb.Intrinsic) and fn.name in clb.ATOMICS:
+        return atomic(lw, fn.name, node, statement)
+    if isinstance(fn, LangFunc):
+        return inline(lw, fn, node)
+    args = [lw.expr(a) for a in node.args]
+    if isinstance(fn, DType):
+        if len(args) != 1:
+            raise lw.syntax(f"{fn}() takes one argument", node, str(fn))
+        lw.need(fn, loc)
+        return infer.cast(args[0], fn, loc, f"{fn}()")
+    if fn in (builtins.float, builtins.int, builtins.bool) and len(args) == 1:
+        if not is_expr(args[0]):
+            return fn(args[0])
+        ty = {builtins.float: f32, builtins.int: i32, builtins.bool: bool_}[fn]
+        return infer.cast(args[0], ty, loc, f"{name}()")
+    if fn is builtins.len:
+        return length(lw, args, node)
+    math = _PY_MATH.get(fn) if hashable(fn) else None
+    if math is None and isinstance(fn, clb.Intrinsic) and fn.name in clb.MATH:
+        math = fn.name
+    if math is not None:
+        nargs, float_only = clb.MATH[math]
+        if math in ("min", "max") and len(args) > 2:
+            acc = args[0]
+            for a in args[1:]:
+                acc = infer.math_call(math, [acc, a], float_only, loc, f"{math}()")
+            return acc
+        if len(args) != nargs:
+            raise lw.syntax(f"{math}() takes {nargs} argument(s), got {len(args)}", node, math)
+        return infer.math_call(math, args, float_only, loc, f"{math}()")
+    if fn is builtins.range or fn is clb.unroll:
+        raise lw.syntax(f"{name}() can only be the iterable of a for loop", node, name)
+    raise lw.syntax(
+        f"cannot call {name!r} in a kernel: only builtins of cubeplug.lang, dtype casts and "
+        f"@cl.func helpers can be called", node, "call",
+    )
+
+def length(lw: Lowerer, args: list[Val], node: ast.Call) -> Val:
+    """``len(a)``: the hidden length of a global array, the size of a shared/local one."""
+    if len(args) != 1 or not isinstance(args[0], ArrayRef):
+        raise lw.syntax("len() takes one array", node, "len")
+    arr = args[0]
+    if arr.size is not None:
+        return ir.Const(arr.size, u32, lw.loc(node))
+    st = lw.arrays[arr.name]
+    st.len_used = True
+    return ir.Var(st.len_name, u32, lw.loc(node), "len")
+
+def array_decl(lw: Lowerer, node: ast.Call, space: str) -> ArrayRef:
+    """``shared(T, N)`` / ``local(T, N)``: a declaration at the top of the kernel."""
+    loc = lw.loc(node)
+    if len(node.args) != 2:
+        raise lw.syntax(f"{space}(T, N) takes a dtype and a comptime size", node, space)
+    ty = lw.expr(node.args[0])
+    size = known(lw.expr(node.args[1]))
+    if not isinstance(ty, DType):
+        raise lw.syntax(f"{space}(T, N): T must be a dtype, got {ty!r}", node.args[0], space)
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise lw.syntax(f"{space}(T, N): N must be a positive comptime int", node.args[1], space)
+    lw.need(ty, loc)
+    name = lw.unique((lw.name_hint or space) + lw.frame.suffix)
+    lw.decls.append(ir.ArrayDecl(name, ty, size, space, loc))
+    return ArrayRef(name, ty, False, space, size)
+
+def atomic(lw: Lowerer, op: str, node: ast.Call, statement: bool) -> Val:
+    """An atomic statement; its old value in a fresh local unless the call is a statement."""
+    loc = lw.loc(node)
+    nvals = clb.ATOMICS[op]
+    if len(node.args) != 2 + nvals:
+        raise lw.syntax(f"{op}(array, index{', value' * nvals}) takes {2 + nvals} arguments", node, op)
+    arr = lw.expr(node.args[0])
+    if not isinstance(arr, ArrayRef) or not arr.atomic:
+        raise KernelTypeError(f"{op}() needs an Array[Atomic[i32|u32]] parameter", loc, op,
+                              kernel=lw.name)
+    idx = lw.index(node.args[1])
+    vals = tuple(infer.to_expr(lw.expr(a), loc, op, arr.elem) for a in node.args[2:])
+    out = None if statement else lw.declare("old", arr.elem, loc)
+    lw.emit(ir.Atomic(op[len("atomic_"):], arr.name, idx, vals, out, arr.elem, loc,
+                        lw.touch(arr, idx, True)))
+    return None if out is None else ir.Var(out, arr.elem, loc)
+
+def inline(lw: Lowerer, fn: LangFunc, node: ast.Call) -> Val:
+    """A ``@cl.func`` call inlined: arguments bound in a new frame, the body lowered in place."""
+    loc = lw.loc(node)
+    if any(f.captured.fn is fn.fn for f in lw.frames):
+        raise lw.syntax(f"@cl.func {fn.__qualname__} calls itself; recursion is not supported", node,
+                          "call")
+    args = [lw.expr(a) for a in node.args]
+    captured = fn.captured
+    tree = captured.tree
+    params = tree.args.args
+    if len(params) != len(args) or tree.args.vararg or tree.args.kwonlyargs:
+        raise lw.syntax(
+            f"{fn.__qualname__}() takes {len(params)} positional arguments, got {len(args)}", node, "call"
+        )
+    lw.inline_count += 1
+    frame = Frame(captured, {}, assign_counts(tree), f"_{tree.name}{lw.inline_count}", True)
+    for p, a in zip(params, args):
+        if (is_expr(a) and not isinstance(a, (ir.Const, ir.Var))) or (
+            isinstance(a, ir.Var) and frame.counts.get(p.arg, 0)
+        ):
+            tmp = lw.declare(p.arg + frame.suffix, a.ty, loc)
+            lw.emit(ir.Assign(tmp, a, loc))
+            a = ir.Var(tmp, a.ty, loc)
+        frame.env[p.arg] = a
+    body = list(tree.body)
+    result: Val = None
+    last = body[-1] if body else None
+    lw.frames.append(frame)
+    saved_loops, lw.loops = lw.loops, []
+    try:
+        for s in body[:-1] if isinstance(last, ast.Return) else body:
+            lw.stmt(s)
+        if isinstance(last, ast.Return) and last.value is not None:
+            result = lw.expr(last.value)
+            if is_expr(result) and ir.reads_memory(result):
+                tmp = lw.declare(f"ret{frame.suffix}", result.ty, loc)
+                lw.emit(ir.Assign(tmp, result, loc))
+                result = ir.Var(tmp, result.ty, loc)
+    finally:
+        lw.frames.pop()
+        lw.loops = saved_loops
+    return result
