@@ -7,6 +7,7 @@ cubeplug imports no GPU library and no backend module.
 
 from __future__ import annotations
 
+from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING, Any
 
 from cubeplug.core.errors import (
@@ -95,4 +96,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names (``__all__``) and the submodules already imported, not typing helpers."""
+    modules = {k for k, v in globals().items() if isinstance(v, _ModuleType) and not k.startswith("_")}
+    return sorted(set(__all__) | modules)

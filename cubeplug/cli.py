@@ -21,7 +21,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,12 +123,14 @@ def _config_section() -> dict[str, Any]:
     from cubeplug.core.config import effective_config, user_config_path
 
     eff = effective_config()
-    return {
+    out: dict[str, Any] = {
         "files": list(eff.files) or ["(none: defaults and environment only)"],
         "user config path": str(user_config_path()),
-        "notes": list(eff.notes),
-        "values": [{"key": k, "value": v, "origin": str(o)} for k, v, o in eff.items()],
     }
+    if eff.notes:
+        out["notes"] = list(eff.notes)
+    out["values"] = [{"key": k, "value": v, "origin": str(o)} for k, v, o in eff.items()]
+    return out
 
 
 def _env_section() -> dict[str, str]:
@@ -172,7 +174,7 @@ def _selection_report() -> dict[str, Any]:
         "origin": chosen.origin,
         "backend": chosen.backend,
         "device": chosen.device,
-        "skipped": [{"backend": n, "reason": r} for n, r in chosen.skipped],
+        "skipped": {name: reason for name, reason in chosen.skipped},
     }
 
 
@@ -204,9 +206,9 @@ def backend_report(name: str) -> dict[str, Any]:
     out["status"] = "ok" if probe.ok else "unavailable"
     out["probe"] = {"ok": probe.ok, "reason": probe.reason, "devices": list(probe.devices),
                     "software device": probe.software, **probe.details}  # fmt: skip
-    if probe.ok:
+    if probe.ok:  # an unavailable backend has no device to open or describe
         out["client"] = _guard(lambda: _client_report(name))
-    out["memory properties"] = _guard(lambda: reg.memory_properties(name, 0))
+        out["memory properties"] = _guard(lambda: reg.memory_properties(name, 0))
     out["diagnostics"] = _guard(lambda: reg.diagnostics(name))
     return out
 
@@ -255,9 +257,11 @@ def _paths() -> list[str]:
 
 
 def _report_code(call: str) -> str:
+    # _guard: an error in the child (a malformed config file, say) comes back as {"error": ...},
+    # not as a traceback.
     return (
         "import json, sys\nfrom cubeplug import cli\n"
-        f"print(); print(json.dumps(cli.jsonable({call})))\nsys.stdout.flush()\n"
+        f"print(); print(json.dumps(cli.jsonable(cli._guard(lambda: {call}))))\nsys.stdout.flush()\n"
     )
 
 
@@ -285,11 +289,19 @@ def doctor_report(backend: str | None = None, timeout: float = 60.0) -> dict[str
     return dict(redact(jsonable(report)))
 
 
+def _broken_config(report: Mapping[str, Any]) -> str | None:
+    """The configuration's error, when a config file or variable cannot be read."""
+    config = report.get("config")
+    return str(config["error"]) if isinstance(config, Mapping) and "error" in config else None
+
+
 def _doctor_run(args: argparse.Namespace) -> int:
+    """Print the report; exit 1 when the configuration is broken (every backend is affected then)."""
     report = doctor_report(args.backend, args.timeout)
+    broken = _broken_config(report)
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0
+        return 1 if broken else 0
     out = Output(args.plain)
     out.section("versions", report["versions"])
     config = report["config"]
@@ -314,6 +326,10 @@ def _doctor_run(args: argparse.Namespace) -> int:
     for name, data in report["backends"].items():
         out.section(f"backend {name}", data)
     out.section("cache directories", report["cache directories"])
+    if broken:
+        print(f"cubeplug doctor: the configuration cannot be read: {broken}. Fix it: no client can be "
+              "made until then", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

@@ -125,10 +125,11 @@ def test_doctor_never_crashes(
     monkeypatch.chdir(project)
     cubeplug.core.selection.reset()
     code, out = run(capsys, "doctor", "--json", "--timeout", "1.5")
-    assert code == 0
+    assert code == 1  # a broken config file is a failure, whatever else works
     report = json.loads(out)
     assert "malformed TOML" in report["config"]["error"]
-    assert "error" in report["selection"]
+    assert "malformed TOML" in report["selection"]["error"]  # the child's error, not its traceback
+    assert "Traceback" not in json.dumps(report["selection"])
     backends = report["backends"]
     assert "simulated missing dependency" in backends["dummybroken"]["cause"]
     assert "TimeoutExpired" in backends["dummyslow"]["error"]
@@ -217,3 +218,29 @@ def test_doctor_runs_no_module_of_the_working_directory(tmp_path: Path) -> None:
     assert not (tmp_path / "ran").exists()
     report = json.loads(proc.stdout)
     assert report["backends"]["cpu"]["status"] == "ok", report["backends"]["cpu"]
+
+
+def test_doctor_reads_cleanly(
+    site: Installer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DUMMY_UNAVAILABLE", "1")
+    site("good")
+    code, out = run(capsys, "--plain", "doctor", "--timeout", "60")
+    assert code == 0
+    assert "notes:" not in out  # no empty line for a config without notes
+    assert "{'" not in out  # no raw dict: skipped backends are one line each
+    assert "  dummygood: unavailable: no dummy device here" in out
+    section = out.split("== backend dummygood ==")[1].split("== backend")[0]
+    assert "memory properties" not in section and "report it to the authors" not in section
+
+
+def test_doctor_exits_1_and_says_so_when_the_config_is_broken(
+    site: Installer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "cubeplug.toml").write_text("[memory\n")
+    monkeypatch.chdir(tmp_path)
+    cubeplug.core.selection.reset()
+    assert cli.main(["--plain", "doctor", "--backend", "cpu", "--timeout", "60"]) == 1
+    err = capsys.readouterr().err
+    assert "the configuration cannot be read: ConfigError: malformed TOML" in err and "Fix it" in err

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -84,14 +84,24 @@ def parse_selector(text: str | Selector, source: str | None = None) -> Selector:
 _current: ContextVar[Selector | None] = ContextVar("cubeplug_selector", default=None)
 
 
-@contextlib.contextmanager
-def use(selector: str | Selector) -> Iterator[Selector]:
-    """Within the block, ``cubeplug.client()`` with no argument selects ``selector`` (a contextvar; nests)."""
-    token = _current.set(parse_selector(selector, source="cubeplug.use()"))
-    try:
-        yield _current.get()  # type: ignore[misc]
-    finally:
-        _current.reset(token)
+class use:
+    """``cubeplug.client()`` with no argument selects ``selector``: within a ``with`` block (the
+    previous choice comes back after it; blocks nest), or, called plainly, from then on in the
+    current thread or task (a contextvar). A plain call used to do nothing at all.
+    """
+
+    def __init__(self, selector: str | Selector) -> None:
+        self.selector = parse_selector(selector, source="cubeplug.use()")
+        self._token = _current.set(self.selector)
+
+    def __enter__(self) -> Selector:
+        return self.selector
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+    def __repr__(self) -> str:
+        return f"cubeplug.use({str(self.selector)!r})"
 
 
 def resolve(
@@ -262,6 +272,7 @@ def reset() -> None:
     from cubeplug.core.config import reset_config
     from cubeplug.core.plugins import reset_registry
 
+    _current.set(None)
     with _clients_lock:
         for made in _clients.values():
             with contextlib.suppress(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from pathlib import Path
 
@@ -109,6 +110,23 @@ def test_use_nests_and_is_per_context() -> None:
         t.start()
         t.join()
     assert seen == [Selector("none")]  # a new thread starts with a fresh context
+    assert selection._current.get() is None
+
+
+def test_use_called_plainly_selects_from_then_on() -> None:
+    def plain() -> list[Selector]:
+        before = resolve(env={})[0]
+        use("cuda:1")  # no `with`: from here on in this context
+        after = resolve(env={})[0]
+        with use("cpu"):
+            inner = resolve(env={})[0]
+        return [before, after, inner, resolve(env={})[0]]
+
+    got = contextvars.copy_context().run(plain)  # its own context: nothing leaks into this test's
+    assert got[1:] == [Selector("cuda", 1), Selector("cpu"), Selector("cuda", 1)] and got[0] != got[1]
+    assert selection._current.get() is None
+    assert repr(use("cpu")) == "cubeplug.use('cpu')"
+    selection.reset()  # forgets a plain use()
     assert selection._current.get() is None
 
 

@@ -25,7 +25,7 @@ from cubeplug.core.storage import ComputeStorage, MemoryProperties
 from cubeplug.hookspecs import hookimpl
 
 NAME = "webgpu"
-INSTALL_HINT = "pip install 'cubeplug[webgpu]' (wgpu>=0.31,<0.32) and a Vulkan, Metal or D3D12 driver"
+INSTALL_HINT = "pip install 'cubeplug[webgpu]' (wgpu>=0.31,<0.33) and a Vulkan, Metal or D3D12 driver"
 
 #: Limits requested at the adapter's value (what cubeplug's pools, bindings and launches rely on).
 LIMITS = (
