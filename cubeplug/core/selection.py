@@ -18,7 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -84,21 +84,38 @@ def parse_selector(text: str | Selector, source: str | None = None) -> Selector:
 _current: ContextVar[Selector | None] = ContextVar("cubeplug_selector", default=None)
 
 
+#: The process default set by a plain ``cubeplug.use()`` call (below a ``with`` block's choice).
+_default: Selector | None = None
+_default_lock = threading.Lock()
+
+
 class use:
-    """``cubeplug.client()`` with no argument selects ``selector``: within a ``with`` block (the
-    previous choice comes back after it; blocks nest), or, called plainly, from then on in the
-    current thread or task (a contextvar). A plain call used to do nothing at all.
+    """``cubeplug.client()`` with no argument selects ``selector``.
+
+    Called plainly, ``cubeplug.use("cpu")`` sets the process default, for every thread, from then on
+    (as ``matplotlib.use`` does). As a context manager, ``with cubeplug.use("cpu"):`` scopes it to the
+    block in the current thread or task (a contextvar; blocks nest) and leaves the process default
+    as it was. A block's choice comes before the process default.
     """
 
     def __init__(self, selector: str | Selector) -> None:
+        global _default
         self.selector = parse_selector(selector, source="cubeplug.use()")
-        self._token = _current.set(self.selector)
+        self._token: Token[Selector | None] | None = None
+        with _default_lock:
+            self._previous, _default = _default, self.selector
 
     def __enter__(self) -> Selector:
+        global _default
+        with _default_lock:  # the block scopes the choice instead: the default goes back
+            if _default is self.selector:
+                _default = self._previous
+        self._token = _current.set(self.selector)
         return self.selector
 
     def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
+        if self._token is not None:
+            _current.reset(self._token)
 
     def __repr__(self) -> str:
         return f"cubeplug.use({str(self.selector)!r})"
@@ -116,6 +133,8 @@ def resolve(
     current = _current.get()
     if current is not None:
         return current, "cubeplug.use()"
+    if _default is not None:
+        return _default, "cubeplug.use() (process default)"
     env = os.environ if env is None else env
     backend = env.get("CUBEPLUG_BACKEND", "").strip()
     if backend:
@@ -272,7 +291,9 @@ def reset() -> None:
     from cubeplug.core.config import reset_config
     from cubeplug.core.plugins import reset_registry
 
+    global _default
     _current.set(None)
+    _default = None
     with _clients_lock:
         for made in _clients.values():
             with contextlib.suppress(Exception):

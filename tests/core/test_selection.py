@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import threading
 from pathlib import Path
 
@@ -113,21 +112,28 @@ def test_use_nests_and_is_per_context() -> None:
     assert selection._current.get() is None
 
 
-def test_use_called_plainly_selects_from_then_on() -> None:
-    def plain() -> list[Selector]:
-        before = resolve(env={})[0]
-        use("cuda:1")  # no `with`: from here on in this context
-        after = resolve(env={})[0]
-        with use("cpu"):
-            inner = resolve(env={})[0]
-        return [before, after, inner, resolve(env={})[0]]
-
-    got = contextvars.copy_context().run(plain)  # its own context: nothing leaks into this test's
-    assert got[1:] == [Selector("cuda", 1), Selector("cpu"), Selector("cuda", 1)] and got[0] != got[1]
-    assert selection._current.get() is None
-    assert repr(use("cpu")) == "cubeplug.use('cpu')"
-    selection.reset()  # forgets a plain use()
-    assert selection._current.get() is None
+def test_use_called_plainly_sets_the_process_default() -> None:
+    try:
+        assert resolve(env={})[1] != "cubeplug.use() (process default)"
+        use("cuda:1")  # no `with`: the process default, for every thread
+        assert resolve(env={}) == (Selector("cuda", 1), "cubeplug.use() (process default)")
+        seen: list[tuple[Selector, str]] = []
+        t = threading.Thread(target=lambda: seen.append(resolve(env={})))
+        t.start()
+        t.join()
+        assert seen == [(Selector("cuda", 1), "cubeplug.use() (process default)")]
+        with use("cpu") as sel:  # a block scopes its choice and leaves the default alone
+            assert sel == Selector("cpu") and resolve(env={})[0] == Selector("cpu")
+            t = threading.Thread(target=lambda: seen.append(resolve(env={})))
+            t.start()
+            t.join()
+            assert seen[-1][0] == Selector("cuda", 1)  # other threads keep the process default
+        assert resolve(env={})[0] == Selector("cuda", 1)
+        assert repr(use("cpu")) == "cubeplug.use('cpu')"
+        assert resolve(env={})[0] == Selector("cpu")
+    finally:
+        selection.reset()  # forgets the process default
+    assert selection._default is None and selection._current.get() is None
 
 
 def test_auto_picks_gpu_before_cpu_and_records_skips(
