@@ -86,7 +86,7 @@ class CGen:
                 params.append(f"GLOBAL {const}{C_TYPES[a.elem.name]}* {name}")
             else:
                 params.append(f"{C_TYPES[scal[name].ty.name]} {name}")
-        params += [f"unsigned int {n}" for n in k.hidden_lengths]
+        params += [f"unsigned int {n}" for n in k.hidden_names]
         self.line(f"KERNEL {entry_name(k.name)}({', '.join(params)}) {{")
         self.depth = 1
         for d in k.decls:
@@ -110,7 +110,7 @@ class CGen:
         elif isinstance(s, ir.Store):
             store = f"{s.array}[{self.expr(s.index)}] = {self.expr(s.value)};"
             if s.checked:
-                store = f"if ({self.in_bounds(s.array, s.index)}) {store}"
+                store = f"if ({self.in_bounds(s.array, s.index, s.guard)}) {store}"
             self.line(store, s.loc)
         elif isinstance(s, ir.Atomic):
             args = ", ".join(self.expr(a) for a in s.args)
@@ -118,7 +118,7 @@ class CGen:
             text = f"{s.out} = {call};" if s.out else f"{call};"
             if s.checked:
                 other = f" else {s.out} = {literal(0, s.ty)};" if s.out else ""
-                text = f"if ({self.in_bounds(s.array, s.index)}) {{ {text} }}{other}"
+                text = f"if ({self.in_bounds(s.array, s.index, s.guard)}) {{ {text} }}{other}"
             self.line(text, s.loc)
         elif isinstance(s, ir.If):
             self.line(f"if ({unwrap(self.expr(s.cond))}) {{", s.loc)
@@ -155,13 +155,15 @@ class CGen:
         self.block(b)
         self.depth -= 1
 
-    def in_bounds(self, array: str, index: ir.Expr) -> str:
+    def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
         bound = str(decl.size) + "u" if isinstance(decl, ir.ArrayDecl) else self.lens[array]
         idx = self.expr(index)
         unsigned = _UNSIGNED.get(index.ty.name)
         if unsigned:
             idx = f"(({unsigned}){idx})"
+        if guard is not None:
+            return f"{self.expr(guard)} && {idx} < {bound}"
         return f"{idx} < {bound}"
 
     # ------------------------------------------------------------------------------ expressions
@@ -198,7 +200,7 @@ class CGen:
         if isinstance(e, ir.Load):
             load = f"{e.array}[{self.expr(e.index)}]"
             if e.checked:
-                return f"({self.in_bounds(e.array, e.index)} ? {load} : {literal(0, e.ty)})"
+                return f"({self.in_bounds(e.array, e.index, e.guard)} ? {load} : {literal(0, e.ty)})"
             return load
         raise TypeError(e)  # pragma: no cover
 

@@ -85,13 +85,12 @@ class WgslGen:
         self.block(b)
         self.depth -= 1
 
-    def guarded(self, checked: bool, array: str, index: ir.Expr, text: str, loc: Loc,
-                other: str = "") -> None:
-        if checked:
+    def guarded(self, s: ir.Store | ir.Atomic, text: str, other: str = "") -> None:
+        if s.checked:
             tail = f" else {{ {other} }}" if other else ""
-            self.line(f"if ({self.in_bounds(array, index)}) {{ {text} }}{tail}", loc)
+            self.line(f"if ({self.in_bounds(s.array, s.index, s.guard)}) {{ {text} }}{tail}", s.loc)
         else:
-            self.line(text, loc)
+            self.line(text, s.loc)
 
     def stmt(self, s: ir.Stmt) -> None:
         if isinstance(s, ir.Assign):
@@ -100,7 +99,7 @@ class WgslGen:
             ref = f"{s.array}[{self.index(s.index)}]"
             value = self.expr(s.value)
             text = f"atomicStore(&{ref}, {value});" if s.array in self.atomic else f"{ref} = {value};"
-            self.guarded(s.checked, s.array, s.index, text, s.loc)
+            self.guarded(s, text)
         elif isinstance(s, ir.Atomic):
             ref = f"&{s.array}[{self.index(s.index)}]"
             args = [self.expr(a) for a in s.args]
@@ -114,7 +113,7 @@ class WgslGen:
             else:
                 text = f"{target} = {_ATOMIC_FN[s.op]}({ref}, {args[0]});"
             other = f"{s.out} = {literal(0, s.ty)};" if s.out else ""
-            self.guarded(s.checked, s.array, s.index, text, s.loc, other)
+            self.guarded(s, text, other)
         elif isinstance(s, ir.If):
             self.line(f"if ({unwrap(self.expr(s.cond))}) {{", s.loc)
             self.nested(s.then)
@@ -146,9 +145,11 @@ class WgslGen:
         else:  # pragma: no cover
             raise TypeError(s)
 
-    def in_bounds(self, array: str, index: ir.Expr) -> str:
+    def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
         bound = f"{decl.size}u" if isinstance(decl, ir.ArrayDecl) else f"scalars.{self.lens[array]}"
+        if guard is not None:
+            return f"{self.expr(guard)} && {self.as_u32(index)} < {bound}"
         return f"{self.as_u32(index)} < {bound}"
 
     def as_u32(self, index: ir.Expr) -> str:
@@ -200,7 +201,7 @@ class WgslGen:
             ref = f"{e.array}[{self.index(e.index)}]"
             load = f"atomicLoad(&{ref})" if e.array in self.atomic else ref
             if e.checked:
-                return f"select({literal(0, e.ty)}, {load}, {self.in_bounds(e.array, e.index)})"
+                return f"select({literal(0, e.ty)}, {load}, {self.in_bounds(e.array, e.index, e.guard)})"
             return load
         raise TypeError(e)  # pragma: no cover
 

@@ -27,7 +27,7 @@ class Interpreter:
 
     def __init__(self, k: ir.KernelIR) -> None:
         self.k = k
-        self.names = (*k.order, *k.hidden_lengths)
+        self.names = (*k.order, *k.hidden_names)
         self.__name__ = k.name
 
     def __call__(self, launch: Any, *params: Any) -> None:
@@ -95,7 +95,7 @@ class _Run:
             old = self.env[s.name]
             self.env[s.name] = np.where(m, self.full(self.eval(s.value)), old).astype(old.dtype, copy=False)
         elif isinstance(s, ir.Store):
-            arr, addr, ok = self.address(s.array, s.index)
+            arr, addr, ok = self.address(s.array, s.index, s.guard)
             sel = m & ok
             arr[addr[sel]] = self.full(self.eval(s.value))[sel]
         elif isinstance(s, ir.Atomic):
@@ -155,7 +155,7 @@ class _Run:
             self.brk, self.stop = saved
 
     def atomic(self, s: ir.Atomic, m: np.ndarray) -> None:
-        arr, addr, ok = self.address(s.array, s.index)
+        arr, addr, ok = self.address(s.array, s.index, s.guard)
         sel = m & ok
         args = [self.full(self.eval(a)) for a in s.args]
         if s.out is None and s.op in _ATOMIC_UFUNC:
@@ -182,10 +182,13 @@ class _Run:
         arr = np.asarray(v)
         return arr if arr.shape == (self.n,) else np.broadcast_to(arr, (self.n,))
 
-    def address(self, name: str, index: ir.Expr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def address(self, name: str, index: ir.Expr, guard: ir.Expr | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         arr, base, size = self.mem[name]
         idx = self.full(self.eval(index)).astype(np.int64)
         ok = (idx >= 0) & (idx < size)
+        if guard is not None:
+            ok &= self.full(self.eval(guard))
         idx = np.where(ok, idx, 0)
         addr = idx if base is None else base + idx
         if size == 0:
@@ -212,7 +215,7 @@ class _Run:
         if isinstance(e, ir.Select):
             return np.where(self.eval(e.cond), self.eval(e.a), self.eval(e.b)).astype(e.ty.np, copy=False)
         if isinstance(e, ir.Load):
-            arr, addr, ok = self.address(e.array, e.index)
+            arr, addr, ok = self.address(e.array, e.index, e.guard)
             if len(arr) == 0:
                 return np.zeros(self.n, e.ty.np)
             return np.where(ok, arr[addr], e.ty.np.type(0))

@@ -99,13 +99,15 @@ class Select:
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """``array[index]``; ``checked`` loads read 0 out of bounds."""
+    """``array[index]``; ``checked`` loads read 0 out of bounds (``index`` not below the array's
+    length, or ``guard`` false: a tensor index outside its shape)."""
 
     array: str
     index: Expr
     ty: DType
     loc: Loc
     checked: bool = False
+    guard: Expr | None = None
 
 
 Expr = Const | Var | Builtin | BinOp | UnOp | Cast | Call | Select | Load
@@ -124,13 +126,14 @@ class Assign:
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    """``array[index] = value``; ``checked`` stores drop out-of-bounds writes."""
+    """``array[index] = value``; ``checked`` stores drop out-of-bounds writes (as :class:`Load`)."""
 
     array: str
     index: Expr
     value: Expr
     loc: Loc
     checked: bool = False
+    guard: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,7 @@ class Atomic:
     ty: DType
     loc: Loc
     checked: bool = False
+    guard: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,13 +226,27 @@ class Block:
 
 @dataclass(frozen=True, slots=True)
 class ArrayParam:
-    """A global array parameter: element type, atomic, whether it is written, hidden length name."""
+    """A global array parameter: element type, atomic, whether it is written, hidden length name;
+    for a ``Tensor[T]``, ``tensor`` and the rank its multi-indexing needs (None: not indexed)."""
 
     name: str
     elem: DType
     atomic: bool
     written: bool
     len_name: str | None
+    tensor: bool = False
+    rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HiddenParam:
+    """A u32 scalar the launcher passes after the user's: ``what`` is ``len`` (an array's element
+    count), ``shape``/``stride`` (dimension ``dim`` of a tensor) or ``rank`` (a tensor's)."""
+
+    name: str
+    array: str
+    what: str
+    dim: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +280,10 @@ class KernelIR:
     body: Block
     cube_dim: tuple[int, int, int]
     checked: bool
-    #: The array and scalar param names in the user's declared order (hidden lengths follow them).
+    #: The array and scalar param names in the user's declared order (hidden scalars follow them).
     order: tuple[str, ...]
+    #: The hidden u32 scalars, in the order they follow the user's scalars.
+    hidden: tuple[HiddenParam, ...] = ()
 
     def array(self, name: str) -> ArrayParam | ArrayDecl:
         """The global array param or declared array called ``name``."""
@@ -276,9 +296,9 @@ class KernelIR:
         raise KeyError(name)
 
     @property
-    def hidden_lengths(self) -> tuple[str, ...]:
-        """The hidden u32 length scalars, in the order they follow the user's scalars."""
-        return tuple(a.len_name for a in self.arrays if a.len_name is not None)
+    def hidden_names(self) -> tuple[str, ...]:
+        """The names of the hidden u32 scalars, in the order they follow the user's scalars."""
+        return tuple(h.name for h in self.hidden)
 
 
 def children(stmt: Stmt) -> tuple[Block, ...]:

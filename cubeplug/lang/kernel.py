@@ -16,14 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cubeplug.core.errors import CompileError, ValidationError
-from cubeplug.lang.compile import (
-    Specialized,
-    dispatcher_source,
-    launcher_source,
-    pick_dialect,
-    specialize,
-)
+from cubeplug.lang.compile import Specialized, pick_dialect, specialize
 from cubeplug.lang.errors import KernelError, NotInKernelError
+from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source
 from cubeplug.lang.printer import print_kernel
 from cubeplug.lang.source import Captured, capture
 
@@ -38,10 +33,6 @@ def _dims(cube_dim: Any) -> tuple[int, int, int]:
 
 
 _MISSING = object()  # a positional argument the caller left out
-
-
-def _bad_argument(e: AttributeError) -> None:
-    raise ValidationError(f"an Array argument must be a cubeplug Handle ({e})") from e
 
 
 class LangKernel:
@@ -121,7 +112,7 @@ class LangKernel:
             return
         params = tuple(self.captured.tree.args.args[i].arg for i in self._positional())
         namespace: dict[str, Any] = {
-            "cl__state": state, "cl__NO": _MISSING, "cl__bad": _bad_argument,
+            "cl__state": state, "cl__NO": _MISSING, "cl__bad": bad_argument, "cl__tensor": bad_tensor,
             "cl__slow": functools.partial(self._slow, checked),
         }
         code = dispatcher_source(self.__name__, params, spec, checked)
@@ -180,7 +171,8 @@ class LangKernel:
         namespace: dict[str, Any] = {
             "client_launch": client.launch if checked else client.launch_unchecked,
             "kernel": spec.kernel,
-            "bad_argument": _bad_argument,
+            "cl__bad": bad_argument,
+            "cl__tensor": bad_tensor,
         }
         exec(compile(launcher_source(self.__name__, spec, checked), f"<launcher {self.__name__}>", "exec"),
              namespace)

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from cubeplug.lang import builtins as clb
-from cubeplug.lang import infer, ir
+from cubeplug.lang import infer, ir, tensors
 from cubeplug.lang.calls import lower_call
 from cubeplug.lang.errors import KernelSyntaxError, KernelTypeError, Loc
 from cubeplug.lang.infer import Val, is_expr, known
@@ -38,6 +38,7 @@ from cubeplug.lang.types import (
     AtomicType,
     ComptimeType,
     DType,
+    TensorType,
     bool_,
     i32,
     u32,
@@ -75,6 +76,7 @@ class Lowerer:
         self.decls: list[ir.ArrayDecl] = []
         self.arrays: dict[str, ArrayState] = {}
         self.scalars: list[ir.ScalarParam] = []
+        self.hidden: list[ir.HiddenParam] = []
         self.used: set[str] = set(RESERVED)
         self.out: list[list[ir.Stmt]] = [[]]
         self.loops: list[str] = []
@@ -201,6 +203,14 @@ class Lowerer:
                 self.arrays[name] = ArrayState(elem, atomic, len_name=self.unique(f"len_{name}"))
                 self.frame.env[arg.arg] = ArrayRef(name, elem, atomic, "global", None)
                 sig.append(("array", name))
+            elif isinstance(t, TensorType):
+                if not isinstance(t.elem, DType):
+                    raise self.syntax(f"Tensor[...] needs a dtype such as f32, got {t.elem!r}", arg, arg.arg)
+                self.need(t.elem, loc)
+                self.arrays[name] = ArrayState(t.elem, False, len_name=self.unique(f"len_{name}"),
+                                               tensor=True)
+                self.frame.env[arg.arg] = ArrayRef(name, t.elem, False, "global", None, tensor=True)
+                sig.append(("tensor", name))
             elif isinstance(t, DType):
                 self.need(t, loc)
                 self.scalars.append(ir.ScalarParam(name, t))
@@ -213,8 +223,8 @@ class Lowerer:
                 sig.append(("scalar", name))
             else:
                 raise self.syntax(
-                    f"parameter {arg.arg!r}: {t!r} is not a kernel type; use Array[T], a dtype or "
-                    "Comptime[...]",
+                    f"parameter {arg.arg!r}: {t!r} is not a kernel type; use Array[T], Tensor[T], a "
+                    "dtype or Comptime[...]",
                     arg, arg.arg,
                 )
         return tuple(sig)
@@ -228,12 +238,15 @@ class Lowerer:
         for s in fn.body:
             self.stmt(s)
         arrays = tuple(
-            ir.ArrayParam(n, st.elem, st.atomic, st.written, st.len_name if st.len_used else None)
+            ir.ArrayParam(n, st.elem, st.atomic, st.written, st.len_name if st.len_used else None,
+                          st.tensor, st.rank)
             for n, st in self.arrays.items()
         )
+        lens = [ir.HiddenParam(a.len_name, a.name, "len") for a in arrays if a.len_name is not None]
         kir = ir.KernelIR(
             self.name, arrays, tuple(self.scalars), tuple(self.locals.items()), tuple(self.decls),
             ir.Block(tuple(self.out[0])), self.cube_dim, self.checked, tuple(n for _, n in sig),
+            (*lens, *self.hidden),
         )
         return Lowered(kir, sig)
 
@@ -276,8 +289,8 @@ class Lowerer:
             self.name_hint = ""
             self.assign_name(target.id, v, loc, ann)
         elif isinstance(target, ast.Subscript):
-            arr, idx = self.subscript_target(target)
-            self.store(arr, idx, self.expr(value), loc)
+            arr, idx, guard = self.subscript_target(target)
+            self.store(arr, idx, self.expr(value), loc, guard)
         elif isinstance(target, ast.Tuple):
             raise self.syntax("tuple assignment is not supported; assign one name at a time", target, "tuple")
         else:
@@ -329,9 +342,9 @@ class Lowerer:
             self.assign_name(node.target.id, infer.binop(op, cur, self.expr(node.value), loc, f"{op}="),
                              loc, None)
         elif isinstance(node.target, ast.Subscript):
-            arr, idx = self.subscript_target(node.target)
-            cur = self.load(arr, idx, loc)
-            self.store(arr, idx, infer.binop(op, cur, self.expr(node.value), loc, f"{op}="), loc)
+            arr, idx, guard = self.subscript_target(node.target)
+            cur = self.load(arr, idx, loc, guard)
+            self.store(arr, idx, infer.binop(op, cur, self.expr(node.value), loc, f"{op}="), loc, guard)
         else:
             raise self.syntax(f"cannot assign to `{describe(node.target)}`", node.target)
 
@@ -475,17 +488,23 @@ class Lowerer:
         self.emit(ir.Return(self.loc(node)))
 
     # ---------------------------------------------------------------------------- memory
-    def subscript_target(self, node: ast.Subscript) -> tuple[ArrayRef, ir.Expr]:
+    def subscript_target(self, node: ast.Subscript) -> tuple[ArrayRef, ir.Expr, ir.Expr | None]:
         arr = self.expr(node.value)
         if not isinstance(arr, ArrayRef):
             raise self.syntax("only arrays can be indexed and assigned", node, "subscript")
-        return arr, self.index(node.slice)
+        return (arr, *self.element(arr, node.slice))
+
+    def element(self, arr: ArrayRef, node: ast.expr) -> tuple[ir.Expr, ir.Expr | None]:
+        """The flat index of ``arr[node]`` and, for a checked tensor access, its shape guard."""
+        if arr.tensor:
+            return tensors.index(self, arr, node)
+        return self.index(node), None
 
     def index(self, node: ast.expr) -> ir.Expr:
         loc = self.loc(node)
         if isinstance(node, ast.Tuple):
-            raise self.syntax("multi-dimensional indexing is not supported yet; compute a flat index",
-                              node, "index")
+            raise self.syntax("multi-dimensional indexing needs a Tensor[T] parameter; compute a "
+                              "flat index for an Array", node, "index")
         v = self.expr(node)
         if not is_expr(v):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -509,15 +528,15 @@ class Lowerer:
             return top is None or top >= arr.size
         return self.checked
 
-    def load(self, arr: ArrayRef, idx: ir.Expr, loc: Loc) -> ir.Expr:
-        return ir.Load(arr.name, idx, arr.elem, loc, self.touch(arr, idx, False))
+    def load(self, arr: ArrayRef, idx: ir.Expr, loc: Loc, guard: ir.Expr | None = None) -> ir.Expr:
+        return ir.Load(arr.name, idx, arr.elem, loc, self.touch(arr, idx, False), guard)
 
-    def store(self, arr: ArrayRef, idx: ir.Expr, v: Val, loc: Loc) -> None:
+    def store(self, arr: ArrayRef, idx: ir.Expr, v: Val, loc: Loc, guard: ir.Expr | None = None) -> None:
         e = infer.to_expr(v, loc, "store", arr.elem) if not is_expr(v) else v
         if e.ty != arr.elem:
             raise KernelTypeError(f"cannot store a {e.ty} value into an array of {arr.elem}; cast it "
                                   f"with {arr.elem}(...)", loc, "store", kernel=self.name)
-        self.emit(ir.Store(arr.name, idx, e, loc, self.touch(arr, idx, True)))
+        self.emit(ir.Store(arr.name, idx, e, loc, self.touch(arr, idx, True), guard))
 
     # ---------------------------------------------------------------------------- expressions
     def lookup(self, name: str, node: ast.AST) -> Any:
@@ -550,7 +569,9 @@ class Lowerer:
 
     def expr_Attribute(self, node: ast.Attribute) -> Val:
         base = self.expr(node.value)
-        if is_expr(base) or isinstance(base, ArrayRef):
+        if isinstance(base, ArrayRef):
+            return tensors.attribute(self, base, node)
+        if is_expr(base):
             raise self.syntax(f"attribute {node.attr!r} of a kernel value is not supported", node, node.attr)
         if not hasattr(base, node.attr):
             raise self.syntax(f"{getattr(base, '__name__', base)!r} has no attribute {node.attr!r}", node,
@@ -566,7 +587,10 @@ class Lowerer:
     def expr_Subscript(self, node: ast.Subscript) -> Val:
         base = self.expr(node.value)
         if isinstance(base, ArrayRef):
-            return self.load(base, self.index(node.slice), self.loc(node))
+            idx, guard = self.element(base, node.slice)
+            return self.load(base, idx, self.loc(node), guard)
+        if isinstance(base, tensors.TensorMeta):
+            return tensors.meta_index(self, base, node)
         if isinstance(base, (tuple, list)):
             i = self.expr(node.slice)
             if not isinstance(i, int):

@@ -25,8 +25,15 @@ def expr(e: ir.Expr) -> str:
     if isinstance(e, ir.Select):
         return f"select({expr(e.cond)}, {expr(e.a)}, {expr(e.b)})"
     if isinstance(e, ir.Load):
-        return f"{e.array}[{expr(e.index)}{'?' if e.checked else ''}]"
+        return f"{e.array}[{expr(e.index)}{_check(e.checked, e.guard)}]"
     raise TypeError(e)  # pragma: no cover
+
+
+def _check(checked: bool, guard: ir.Expr | None) -> str:
+    """``?`` after a checked index, with the shape guard of a tensor access."""
+    if not checked:
+        return ""
+    return "?" if guard is None else f"? if {expr(guard)}"
 
 
 def _block(b: ir.Block, depth: int, out: list[str]) -> None:
@@ -35,7 +42,7 @@ def _block(b: ir.Block, depth: int, out: list[str]) -> None:
         if isinstance(s, ir.Assign):
             out.append(f"{pad}{s.name} = {expr(s.value)}")
         elif isinstance(s, ir.Store):
-            out.append(f"{pad}{s.array}[{expr(s.index)}{'?' if s.checked else ''}] = {expr(s.value)}")
+            out.append(f"{pad}{s.array}[{expr(s.index)}{_check(s.checked, s.guard)}] = {expr(s.value)}")
         elif isinstance(s, ir.Atomic):
             call = f"atomic_{s.op}({s.array}, {expr(s.index)}, {', '.join(expr(a) for a in s.args)})"
             out.append(f"{pad}{s.out} = {call}" if s.out else f"{pad}{call}")
@@ -65,10 +72,11 @@ def print_kernel(k: ir.KernelIR) -> str:
         if name in arrays:
             a = arrays[name]
             kind = f"Atomic[{a.elem}]" if a.atomic else str(a.elem)
-            params.append(f"{name}: Array[{kind}]{' rw' if a.written else ''}")
+            container = "Tensor" if a.tensor else "Array"
+            params.append(f"{name}: {container}[{kind}]{' rw' if a.written else ''}")
         else:
             params.append(f"%{name}: {scalars[name].ty}")
-    params += [f"%{n}: u32" for n in k.hidden_lengths]
+    params += [f"%{n}: u32" for n in k.hidden_names]
     mode = "checked" if k.checked else "unchecked"
     out = [f"kernel {k.name}({', '.join(params)}) cube_dim={k.cube_dim} {mode}"]
     out += [f"  {d.space} {d.name}: {d.elem}[{d.size}]" for d in k.decls]

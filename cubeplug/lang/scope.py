@@ -14,13 +14,15 @@ from cubeplug.lang.types import DType
 
 @dataclass(frozen=True)
 class ArrayRef:
-    """A name bound to an array: a global param, a ``shared`` or a ``local`` array."""
+    """A name bound to an array: a global param (an ``Array`` or a ``Tensor``), a ``shared`` or a
+    ``local`` array."""
 
     name: str
     elem: DType
     atomic: bool
     space: str
     size: int | None
+    tensor: bool = False
 
 
 @dataclass
@@ -36,13 +38,17 @@ class Frame:
 
 @dataclass
 class ArrayState:
-    """A global array parameter's element type, whether it is written and whether its length is used."""
+    """A global array parameter's element type, whether it is written and whether its length is
+    used; for a tensor, the rank its indexing needs and its hidden metadata ((what, dim) -> name)."""
 
     elem: DType
     atomic: bool
     written: bool = False
     len_name: str = ""
     len_used: bool = False
+    tensor: bool = False
+    rank: int | None = None
+    meta: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
 @dataclass

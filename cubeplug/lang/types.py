@@ -1,4 +1,5 @@
-"""The types of the kernel language: scalar dtypes, ``Array[T]``, ``Atomic[T]``, ``Comptime[T]``.
+"""The types of the kernel language: scalar dtypes, ``Array[T]``, ``Tensor[T]``, ``Atomic[T]``,
+``Comptime[T]``.
 
 A :class:`DType` (``f32``, ``u32``, ...) is both a type annotation and, inside a kernel, a cast:
 ``f32(x)``. Called from plain Python it converts to the numpy scalar.
@@ -72,6 +73,13 @@ class ArrayType:
 
 
 @dataclass(frozen=True)
+class TensorType:
+    """``Tensor[T]``: a global buffer with a shape and strides, bound to a ``cubeplug.Tensor``."""
+
+    elem: Any
+
+
+@dataclass(frozen=True)
 class AtomicType:
     """``Atomic[T]`` (i32 or u32): the element type of an atomic array."""
 
@@ -92,6 +100,15 @@ class Array:
         if isinstance(elem, AtomicType):
             return ArrayType(elem.elem, atomic=True)
         return ArrayType(elem)
+
+
+class Tensor:
+    """``Tensor[T]``: a kernel parameter bound to a ``cubeplug.Tensor`` (a handle with a shape and
+    strides in elements). Inside the kernel: ``t.shape[d]``, ``t.stride[d]`` (comptime ``d``),
+    ``t.rank`` and ``t[i, j, ...]`` (one index per dimension, through the strides)."""
+
+    def __class_getitem__(cls, elem: Any) -> TensorType:
+        return TensorType(elem)
 
 
 class Atomic:

@@ -1,0 +1,125 @@
+"""Argument marshalling: the Python source of a specialization's launcher and of a kernel's fast
+dispatcher.
+
+Both split the positional arguments into the client's buffer and scalar lists and append the hidden
+u32 scalars of the IR (:attr:`~cubeplug.lang.ir.KernelIR.hidden`): array lengths from the handles'
+sizes, and a ``Tensor[T]`` argument's shape, strides and rank from the ``cubeplug.Tensor`` (whose
+handle is the buffer). A checked launch also checks each tensor's rank (the number of indices the
+kernel uses) and dtype, and turns a wrong kind of argument into a ValidationError (``cl__bad``);
+the names ``cl__bad`` and ``cl__tensor`` must be in the namespace the source is run in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cubeplug.core.errors import ValidationError
+from cubeplug.lang.compile import Specialized
+
+
+def bad_argument(e: Exception) -> None:
+    """``cl__bad``: the ValidationError for an argument of the wrong kind."""
+    raise ValidationError(
+        f"an Array argument must be a cubeplug Handle, a Tensor argument a cubeplug.Tensor with the "
+        f"dimensions the kernel uses ({type(e).__name__}: {e})"
+    ) from e
+
+
+def bad_tensor(t: Any, rank: int | None, dtype: str, name: str) -> None:
+    """``cl__tensor``: the ValidationError for a tensor of the wrong rank or dtype."""
+    if rank is not None and len(t.shape) != rank:
+        raise ValidationError(
+            f"Tensor argument {name!r}: the kernel indexes it with {rank} indices, got a tensor of "
+            f"shape {tuple(t.shape)}"
+        )
+    raise ValidationError(f"Tensor argument {name!r} must hold {dtype}, got {t.dtype}")
+
+
+def _split(names: Sequence[str], spec: Specialized, checked: bool) -> tuple[list[str], list[str], list[str]]:
+    """(lines that prepare the hidden values, buffer expressions, scalar expressions)."""
+    k = spec.ir
+    arrays = {a.name: a for a in k.arrays}
+    arg = dict(zip(k.order, names))
+    prep: list[str] = []
+    bufs: list[str] = []
+    scal: list[str] = []
+    handle: dict[str, str] = {}
+    for ir_name, kind, n in zip(k.order, spec.args, names):
+        if kind == "scalar":
+            scal.append(n)
+            continue
+        if kind == "array":
+            handle[ir_name] = n
+            bufs.append(n)
+            continue
+        a = arrays[ir_name]
+        handle[ir_name] = f"cl__h_{n}"
+        prep.append(f"cl__h_{n} = {n}.handle")
+        bufs.append(f"cl__h_{n}")
+        if checked:
+            dtype = a.elem.np.name
+            test = f"{n}.dtype != {dtype!r}"
+            if a.rank is not None:
+                test = f"len({n}.shape) != {a.rank} or {test}"
+            prep.append(f"if {test}: cl__tensor({n}, {a.rank}, {dtype!r}, {ir_name!r})")
+    for j, h in enumerate(k.hidden):
+        n = arg[h.array]
+        if h.what == "len":
+            a = arrays[h.array]
+            shift = a.elem.np.itemsize.bit_length() - 1
+            hd = handle[h.array]
+            value = f"({hd}.nbytes - {hd}.start - {hd}.end) >> {shift}"
+        elif h.what == "rank":
+            value = f"len({n}.shape)"
+        else:
+            value = f"{n}.{'shape' if h.what == 'shape' else 'strides'}[{h.dim}]"
+        prep.append(f"cl__m{j} = {value}")
+        scal.append(f"cl__m{j}")
+    return prep, bufs, scal
+
+
+def _guarded(prep: list[str], checked: bool, indent: str) -> list[str]:
+    if not prep:
+        return []
+    if not checked:
+        return [indent + line for line in prep]
+    return [f"{indent}try:", *(f"{indent}    {line}" for line in prep),
+            f"{indent}except (AttributeError, IndexError, TypeError) as e:", f"{indent}    cl__bad(e)"]
+
+
+def launcher_source(name: str, spec: Specialized, checked: bool) -> str:
+    """Python source of the argument marshalling for one specialization: a function
+    ``launch(count, *args)`` that splits buffers from scalars, appends the hidden scalars and calls
+    ``client_launch(kernel, ...)`` (no per-launch lowering, hashing or loops)."""
+    names = [f"a{i}" for i in range(len(spec.args))]
+    prep, bufs, scal = _split(names, spec, checked)
+    lines = [f"def {name}_launch({', '.join(['count', *names])}):", *_guarded(prep, checked, "    "),
+             f"    client_launch(kernel, count, [{', '.join(bufs)}], [{', '.join(scal)}])"]
+    return "\n".join(lines) + "\n"
+
+
+def dispatcher_source(name: str, params: tuple[str, ...], spec: Specialized, checked: bool) -> str:
+    """Python source of a kernel's fast ``launch``: when the client and cube dim are those of the
+    previous launch and no comptime values are given, it splits the arguments and calls the client
+    directly (state ``cl__state[0] = (client, cube_dim, client_launch, kernel)``, read once so that
+    a concurrent update is seen whole); anything else goes to ``cl__slow``. ``params`` are the
+    positional parameter names; a missing one (the sentinel) or an extra one takes the slow path,
+    which reports it."""
+    prep, bufs, scal = _split(params, spec, checked)
+    sig = ", ".join(["cl__client", "cl__count", "cl__dim", *(f"{p}=cl__NO" for p in params),
+                     "*cl__more", "**cl__comptime"])
+    last = f" and {params[-1]} is not cl__NO" if params else ""
+    lines = [
+        f"def {name}_launch({sig}):",
+        "    cl__s = cl__state[0]",
+        f"    if cl__client is cl__s[0] and cl__dim == cl__s[1] and not cl__comptime and not cl__more{last}:",
+        *_guarded(prep, checked, "        "),
+        f"        cl__s[2](cl__s[3], cl__count, [{', '.join(bufs)}], [{', '.join(scal)}])",
+        "        return",
+    ]
+    args = ", ".join(params)
+    lines.append(f"    cl__slow(cl__client, cl__count, cl__dim, ({args}{',' if len(params) == 1 else ''}) "
+                 f"+ cl__more, cl__comptime)")
+    return "\n".join(lines) + "\n"
+
