@@ -1,7 +1,9 @@
 """The figures of one backend: each cubeplug figure beside the raw library's, measured in the same run.
 
-Times are medians of several repeats. Launch and reserve figures are host times per call
-(queued work drained inside the timing); transfers are host times of blocking copies; copies,
+Every figure is paired (:mod:`cubeplug.bench.paired`): rounds of one cubeplug sample and one raw
+sample in alternation; the ratio is the median of the per-round ratios, kept with its spread
+(``spread_<ratio key>``: IQR, minimum, maximum, rounds). Launch and reserve figures are host times per
+call (queued work drained inside the timing); transfers are host times of blocking copies; copies,
 reduce_sum and matmul use device events on both sides when the raw library times on the device
 (CuPy), else host time around a loop of calls followed by a sync on both sides.
 """
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from cubeplug.bench.clients import is_gpu
+from cubeplug.bench.paired import Paired, paired, paired_set
 from cubeplug.bench.raw import MIB, TINY_N, RawLibrary
 from cubeplug.bench.timing import Figure, iterations, per_call, ratio
 from cubeplug.core.kernel import Buffer, CubeCount, Kernel, Scalar
@@ -52,6 +55,7 @@ class Plan:
 
     launches: int
     allocs: int
+    #: Rounds of every paired figure (one sample of each side a round).
     repeats: int
     sizes: tuple[int, ...]
     reduce_n: int
@@ -75,7 +79,7 @@ def plan_for(client: Any, quick: bool, reduce_n: int | None = None, matmul_n: in
     return Plan(
         launches=1000 if quick else 2000,
         allocs=2000 if quick else 5000,
-        repeats=3 if quick else 5,
+        repeats=5 if quick else 9,
         sizes=tuple(s for s in sizes if s <= max_bytes),
         reduce_n=red,
         matmul_n=matmul_n or mm,
@@ -85,6 +89,12 @@ def plan_for(client: Any, quick: bool, reduce_n: int | None = None, matmul_n: in
 
 def _gbps(nbytes: float, fig: Figure | None) -> float | None:
     return None if fig is None or fig.median <= 0 else round(nbytes / fig.median / 1e9, 3)
+
+
+def _with_spread(out: dict[str, Any], key: str, pair: Paired, invert: bool = False) -> None:
+    """``out[key]``: the paired ratio; ``out["spread_" + key]``: its spread over the rounds."""
+    out[key] = pair.ratio(invert)
+    out[f"spread_{key}"] = pair.spread(invert)
 
 
 class BackendBench:
@@ -135,9 +145,12 @@ class BackendBench:
         return iterations(time.perf_counter() - t0, self.plan.target_seconds, 1, 200)
 
     # ------------------------------------------------------------------ figures
+    def _pair(self, ours: Callable[[], Figure], theirs: Callable[[], Figure | None] | None) -> Paired:
+        return paired(ours, theirs, self.plan.repeats)
+
     def launch(self) -> dict[str, Any]:
         """Microseconds per launch of a tiny kernel: checked, unchecked, and the raw library's."""
-        client, n, reps = self.client, self.plan.launches, self.plan.repeats
+        client, n, raw = self.client, self.plan.launches, self.raw
         x = client.create(np.zeros(TINY_N, np.float32))
         count = CubeCount(1)
         launch, unchecked = client.launch, client.launch_unchecked
@@ -150,17 +163,21 @@ class BackendBench:
             for _ in range(k):
                 unchecked(TINY, count, [x], [1.0, TINY_N])
 
-        ours = per_call(checked_calls, n, reps, client.sync)
-        ours_u = per_call(unchecked_calls, n, reps, client.sync)
-        raw = self.raw.launch(n, reps) if self.raw else None
-        return {
+        theirs = (lambda: raw.launch(n, 1)) if raw else None
+        sides = {"checked": lambda: per_call(checked_calls, n, 1, client.sync),
+                 "unchecked": lambda: per_call(unchecked_calls, n, 1, client.sync)}  # fmt: skip
+        pairs = paired_set(sides, theirs, self.plan.repeats)
+        checked, bare = pairs["checked"], pairs["unchecked"]
+        base = checked.theirs_figure
+        out: dict[str, Any] = {
             "launches": n,
-            "cubeplug_launch_us": round(ours.us(), 3),
-            "cubeplug_launch_unchecked_us": round(ours_u.us(), 3),
-            "raw_launch_us": round(raw.us(), 3) if raw else None,
-            "ratio_launch_us_cubeplug_over_raw": ratio(ours.median, raw.median if raw else None),
-            "ratio_launch_unchecked_us_cubeplug_over_raw": ratio(ours_u.median, raw.median if raw else None),
+            "cubeplug_launch_us": round(checked.ours_figure.us(), 3),
+            "cubeplug_launch_unchecked_us": round(bare.ours_figure.us(), 3),
+            "raw_launch_us": round(base.us(), 3) if base else None,
         }
+        _with_spread(out, "ratio_launch_us_cubeplug_over_raw", checked)
+        _with_spread(out, "ratio_launch_unchecked_us_cubeplug_over_raw", bare)
+        return out
 
     def alloc(self) -> dict[str, Any]:
         """Microseconds per reserve + release of 1 MiB, against the raw library's allocator."""
@@ -171,66 +188,72 @@ class BackendBench:
                 h = empty(MIB)
                 del h
 
-        ours = per_call(calls, self.plan.allocs, self.plan.repeats, lambda: None)
-        raw = self.raw.alloc(self.plan.allocs, self.plan.repeats) if self.raw else None
-        return {
+        n, raw = self.plan.allocs, self.raw
+        theirs = (lambda: raw.alloc(n, 1)) if raw else None
+        pair = self._pair(lambda: per_call(calls, n, 1, lambda: None), theirs)
+        base = pair.theirs_figure
+        out: dict[str, Any] = {
             "bytes": MIB,
-            "cubeplug_us": round(ours.us(), 3),
-            "raw_us": round(raw.us(), 3) if raw else None,
-            "raw_call": self.raw.alloc_call if self.raw else None,
-            "ratio_us_cubeplug_over_raw": ratio(ours.median, raw.median if raw else None),
+            "cubeplug_us": round(pair.ours_figure.us(), 3),
+            "raw_us": round(base.us(), 3) if base else None,
+            "raw_call": raw.alloc_call if raw else None,
         }
+        _with_spread(out, "ratio_us_cubeplug_over_raw", pair)
+        return out
 
     def transfers(self, size: int) -> dict[str, Any]:
         """Upload (pageable, staged), download and device copy bandwidth at one size, both sides."""
-        client, reps, raw = self.client, self.plan.repeats, self.raw
+        client, raw = self.client, self.raw
         host = np.ones(size // 4, np.float32)
         out: dict[str, Any] = {"bytes": size}
 
         def host_time(op: Callable[[], object], iters: int) -> Figure:
             op()
             client.sync()
-            samples = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    op()
-                client.sync()
-                samples.append((time.perf_counter() - t0) / iters)
-            samples.sort()
-            return Figure(samples[len(samples) // 2], samples[0])
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                op()
+            client.sync()
+            seconds = (time.perf_counter() - t0) / iters
+            return Figure(seconds, seconds)
 
         iters = max(1, min(50, (64 * MIB) // size))
-        up = host_time(lambda: client.create(host), iters)
-        staged: Figure | None = None
-        if client.capabilities.staging:
-            stage = client.reserve_staging([size])[0]
-            stage[:] = host.view(np.uint8)
-            staged = host_time(lambda: client.create(stage), iters)
         handle = client.create(host)
-        down = host_time(lambda: client.read_one(handle), iters)
         from cubeplug.std import copy as std_copy
 
         dst = client.empty(size)
         words = size // 4
         copy_iters = self.calibrate(lambda: std_copy(client, handle, words, out=dst))
-        copy = self.ours(lambda: std_copy(client, handle, words, out=dst), copy_iters)
+        rows: dict[str, tuple[int, Callable[[], Figure] | None, Callable[[], Figure | None] | None]] = {
+            "upload_pageable": (size, lambda: host_time(lambda: client.create(host), iters),
+                                (lambda: raw.upload(host, False, iters, 1)) if raw else None),
+            "upload_staged": (size, None, (lambda: raw.upload(host, True, iters, 1)) if raw else None),
+            "download_pageable": (size, lambda: host_time(lambda: client.read_one(handle), iters),
+                                  (lambda: raw.download(size, False, iters, 1)) if raw else None),
+            "copy": (2 * size, lambda: self.ours(lambda: std_copy(client, handle, words, out=dst),
+                                                copy_iters, 1),
+                     (lambda: raw.copy(size, copy_iters, 1)) if raw else None),
+        }  # fmt: skip
+        if client.capabilities.staging:
+            stage = client.reserve_staging([size])[0]
+            stage[:] = host.view(np.uint8)
+            rows["upload_staged"] = (size, lambda: host_time(lambda: client.create(stage), iters),
+                                     rows["upload_staged"][2])  # fmt: skip
+        for name, (nbytes, ours, theirs) in rows.items():
+            if ours is None:
+                base = theirs() if theirs else None
+                out[name] = {"cubeplug_gbps": None, "raw_gbps": _gbps(nbytes, base),
+                             "ratio_gbps_cubeplug_over_raw": None}  # fmt: skip
+                continue
+            pair = self._pair(ours, theirs)
+            out[name] = {
+                "cubeplug_gbps": _gbps(nbytes, pair.ours_figure),
+                "raw_gbps": _gbps(nbytes, pair.theirs_figure),
+            }
+            _with_spread(out[name], "ratio_gbps_cubeplug_over_raw", pair, invert=True)
         got = client.to_numpy(dst.offset_end(size - 16), "f32")
         if not np.array_equal(got, host[:4]):
             raise AssertionError(f"std.copy of {size} B produced {got}, expected {host[:4]}")
-        rows = {
-            "upload_pageable": (size, up, raw.upload(host, False, iters, reps) if raw else None),
-            "upload_staged": (size, staged, raw.upload(host, True, iters, reps) if raw else None),
-            "download_pageable": (size, down, raw.download(size, False, iters, reps) if raw else None),
-            "copy": (2 * size, copy, raw.copy(size, copy_iters, reps) if raw else None),
-        }
-        for name, (nbytes, ours, theirs) in rows.items():
-            mine, base = _gbps(nbytes, ours), _gbps(nbytes, theirs)
-            out[name] = {
-                "cubeplug_gbps": mine,
-                "raw_gbps": base,
-                "ratio_gbps_cubeplug_over_raw": ratio(mine, base),
-            }
         out["download_staged"] = {
             "cubeplug_gbps": None,
             "note": "the client API reads into fresh host memory",
@@ -252,12 +275,14 @@ class BackendBench:
         result = tuner.results.get(REDUCE_SUM.key(client, tuner.level, x, n))
         expected = float(host.sum(dtype=np.float64))
         iters = self.calibrate(lambda: reduce_sum(client, x, n))
-        ours = self.ours(lambda: reduce_sum(client, x, n), iters)
-        base = self.raw.reduce(host, iters, self.plan.repeats) if self.raw else None
-        peak = self.raw.copy(4 * n, max(1, iters // 2), self.plan.repeats) if self.raw else None
+        raw = self.raw
+        pair = self._pair(lambda: self.ours(lambda: reduce_sum(client, x, n), iters, 1),
+                          (lambda: raw.reduce(host, iters, 1)) if raw else None)  # fmt: skip
+        ours, base = pair.ours_figure, pair.theirs_figure
+        peak = raw.copy(4 * n, max(1, iters // 2), self.plan.repeats) if raw else None
         read = _gbps(4 * n, ours)
         peak_gbps = _gbps(8 * n, peak)
-        return {
+        out: dict[str, Any] = {
             "n": n,
             "chosen": result.fastest if result else None,
             "choice_from": result.source if result else "memory",
@@ -266,11 +291,12 @@ class BackendBench:
             "cubeplug_ms": round(ours.median * 1e3, 4),
             "baseline": self.raw.reduce_call if self.raw else None,
             "baseline_ms": round(base.median * 1e3, 4) if base else None,
-            "ratio_time_cubeplug_over_baseline": ratio(ours.median, base.median if base else None),
             "cubeplug_read_gbps": read,
             "copy_peak_gbps": peak_gbps,
             "ratio_read_gbps_over_copy_peak_gbps": ratio(read, peak_gbps),
         }
+        _with_spread(out, "ratio_time_cubeplug_over_baseline", pair)
+        return out
 
     def matmul(self) -> dict[str, Any]:
         """matmul (autotuned) of two ``plan.matmul_n`` square f32 matrices against the library's."""
@@ -283,22 +309,24 @@ class BackendBench:
         b = rng.random((size, size), dtype=np.float32) - 0.5
         ha, hb = client.create(a), client.create(b)
         t0 = time.perf_counter()
-        out = matmul(client, ha, hb, size, size, size)
+        product = matmul(client, ha, hb, size, size, size)
         rows = sorted({0, size // 2, size - 1})
-        got = client.to_numpy(out, "f32", (size, size))[rows]
+        got = client.to_numpy(product, "f32", (size, size))[rows]
         tune_seconds = time.perf_counter() - t0
         want = a[rows].astype(np.float64) @ b.astype(np.float64)
         error = float(np.max(np.abs(got - want)))
-        del out
+        del product
         tuner = tuner_for(client, MATMUL)
         result = tuner.results.get(MATMUL.key(client, tuner.level, ha, hb, size, size, size, None))
         iters = self.calibrate(lambda: matmul(client, ha, hb, size, size, size))
-        ours = self.ours(lambda: matmul(client, ha, hb, size, size, size), iters)
-        base = self.raw.matmul(a, b, iters, self.plan.repeats) if self.raw else None
+        raw = self.raw
+        pair = self._pair(lambda: self.ours(lambda: matmul(client, ha, hb, size, size, size), iters, 1),
+                          (lambda: raw.matmul(a, b, iters, 1)) if raw else None)  # fmt: skip
+        ours, base = pair.ours_figure, pair.theirs_figure
         flops = 2.0 * size**3
         mine = round(flops / ours.median / 1e12, 4)
         theirs = round(flops / base.median / 1e12, 4) if base else None
-        return {
+        out: dict[str, Any] = {
             "m": size, "n": size, "k": size,
             "chosen": result.fastest if result else None,
             "choice_from": result.source if result else "memory",
@@ -308,5 +336,6 @@ class BackendBench:
             "cubeplug_tflops": mine,
             "baseline": self.raw.matmul_call if self.raw else None,
             "baseline_tflops": theirs,
-            "ratio_tflops_cubeplug_over_baseline": ratio(mine, theirs),
         }  # fmt: skip
+        _with_spread(out, "ratio_tflops_cubeplug_over_baseline", pair, invert=True)
+        return out

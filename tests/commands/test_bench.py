@@ -68,6 +68,21 @@ def test_cpu_sections_with_ratios(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert mm["max_abs_error"] < 1e-3 and mm["ratio_tflops_cubeplug_over_baseline"] > 0
     table = capsys.readouterr().out
     assert "launch (us)" in table and "reduce_sum" in table and "matmul" in table
+    rounds = cpu["plan"]["repeats"]
+    for section, key in (
+        (cpu["launch"], "ratio_launch_us_cubeplug_over_raw"),
+        (cpu["launch"], "ratio_launch_unchecked_us_cubeplug_over_raw"),
+        (cpu["alloc"], "ratio_us_cubeplug_over_raw"),
+        (first["copy"], "ratio_gbps_cubeplug_over_raw"),
+        (red, "ratio_time_cubeplug_over_baseline"),
+        (mm, "ratio_tflops_cubeplug_over_baseline"),
+    ):  # every paired ratio keeps its spread, and the median lies inside it
+        spread = section[f"spread_{key}"]
+        assert spread["rounds"] == rounds and spread["min"] <= spread["iqr"][0] <= section[key]
+        assert section[key] <= spread["iqr"][1] <= spread["max"]
+    launch_row = next(line for line in table.splitlines() if line.startswith("launch (us)"))
+    cell = launch_row.rstrip().rsplit(" ", 1)[-1]
+    assert cell.startswith("[") and cell.endswith("]") and "-" in cell  # the table shows the IQR
 
 
 def test_autotune_check_on_cpu(tmp_path: Path) -> None:
@@ -117,9 +132,13 @@ def test_plot_is_written_when_matplotlib_is_there(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from cubeplug.bench.report import plot
 
-    doc = _bench(tmp_path, "--backend", "cpu", "--quick", "--only", "bandwidth")
+    doc = _bench(tmp_path, "--backend", "cpu", "--quick", "--only", "bandwidth", "--only", "launch")
     png = tmp_path / "bw.png"
     assert plot(png, doc) == f"plot written to {png}" and png.stat().st_size > 1000
+    from cubeplug.bench.report import lines
+
+    shown = [line.label for line in lines(doc["backends"]["cpu"])]
+    assert shown[:2] == ["launch (us)", "launch unchecked (us)"]  # ratios beside bandwidth
 
 
 def test_a_section_that_fails_is_recorded(
