@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -236,6 +237,24 @@ def cubeplug_backends() -> list[BackendSpec]:
     ]
 
 
+#: Mesa's llvmpipe (lavapipe) ends every shader loop after 65,535 iterations, silently: a loop of
+#: 100,000 iterations counted 65,535 on Mesa 22.3.6 (LLVM 15), so longer loops compute wrong results.
+LLVMPIPE_LOOP_LIMIT = 65535
+_log = logging.getLogger("cubeplug.webgpu")
+_warned: set[str] = set()
+
+
+def adapter_warnings(adapter: Any) -> list[str]:
+    """What a user of this adapter must know that no error will tell them."""
+    if "llvmpipe" not in str(adapter.info.get("device", "")).lower():
+        return []
+    return [
+        f"{describe(adapter)} ends every shader loop after {LLVMPIPE_LOOP_LIMIT:,} iterations (a Mesa "
+        "llvmpipe limit), silently: a kernel whose loops run longer computes wrong results. Use a GPU "
+        "adapter or the cpu backend, or spread such loops over more units"
+    ]
+
+
 @hookimpl
 def cubeplug_compute_storage(backend: str, device: int, config: Config) -> ComputeStorage | None:
     """GPUBuffer pages of a freshly requested device of the selected adapter."""
@@ -244,6 +263,10 @@ def cubeplug_compute_storage(backend: str, device: int, config: Config) -> Compu
     from cubeplug.backends.webgpu.storage import WgpuStorage, memory_properties
 
     adapter = select_adapter(device, config)
+    for warning in adapter_warnings(adapter):
+        if warning not in _warned:  # once per process
+            _warned.add(warning)
+            _log.warning(warning)
     gpu_device, _ = open_device(adapter)
     return WgpuStorage(gpu_device, memory_properties(dict(gpu_device.limits)), adapter)
 
@@ -284,4 +307,9 @@ def cubeplug_diagnostics(backend: str) -> dict[str, Any]:
     if backend != NAME:
         return {}
     result = probe()
-    return {"webgpu adapters": "; ".join(result.devices) or result.reason}
+    out: dict[str, Any] = {"webgpu adapters": "; ".join(result.devices) or result.reason}
+    if result.ok:
+        warnings = adapter_warnings(adapters(AdapterChoice())[0])
+        if warnings:
+            out["warnings"] = warnings
+    return out

@@ -159,3 +159,27 @@ def test_probe_says_whether_webgpu_0_is_a_software_adapter(
     result = plugin.probe()
     assert result.ok and result.software is software
     assert result.devices[0].endswith("via Vulkan") and ("CPU" in result.devices[0]) is software
+
+
+def test_doctor_warns_about_llvmpipes_loop_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wgpu")
+    fakes = (_Adapter("llvmpipe (LLVM 15.0.6, 256 bits)", "CPU"),)
+    monkeypatch.setattr(plugin, "_all_adapters", lambda: fakes)
+    (warning,) = plugin.cubeplug_diagnostics(backend="webgpu")["warnings"]
+    assert "65,535 iterations" in warning and "llvmpipe" in warning
+    monkeypatch.setattr(plugin, "_all_adapters", lambda: (_Adapter("NVIDIA H100", "DiscreteGPU"), *fakes))
+    assert "warnings" not in plugin.cubeplug_diagnostics(backend="webgpu")  # webgpu:0 is the GPU
+    assert plugin.adapter_warnings(fakes[0]) == [warning]
+
+
+@requires_webgpu
+def test_opening_an_llvmpipe_device_logs_the_warning_once(caplog: pytest.LogCaptureFixture) -> None:
+    adapter = plugin.select_adapter(0, None)
+    expected = plugin.adapter_warnings(adapter)
+    plugin._warned.clear()
+    with caplog.at_level("WARNING", logger="cubeplug.webgpu"):
+        first, second = make_client(), make_client()
+    first.close()
+    second.close()
+    logged = [r.getMessage() for r in caplog.records if r.name == "cubeplug.webgpu"]
+    assert logged == expected  # once, and only on llvmpipe
