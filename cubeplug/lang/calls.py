@@ -9,7 +9,7 @@ import math as pymath
 from typing import TYPE_CHECKING
 
 from cubeplug.lang import builtins as clb
-from cubeplug.lang import infer, ir
+from cubeplug.lang import infer, ir, vectors
 from cubeplug.lang.errors import KernelTypeError
 from cubeplug.lang.func import LangFunc
 from cubeplug.lang.infer import Val, is_expr, known
@@ -49,6 +49,8 @@ def lower_call(lw: Lowerer, node: ast.Call, statement: bool) -> Val:
     if isinstance(fn, LangFunc):
         return inline(lw, fn, node)
     args = [lw.expr(a) for a in node.args]
+    if isinstance(fn, DType) and fn.is_vector:
+        return vectors.construct(fn, args, loc)
     if isinstance(fn, DType):
         if len(args) != 1:
             raise lw.syntax(f"{fn}() takes one argument", node, str(fn))

@@ -2,7 +2,10 @@
 
 Locals, ``shared`` (``LOCAL``) and ``local`` arrays are declared at the top of the kernel (OpenCL
 wants ``__local`` at kernel scope). Atomics go through ``CL_ATOMIC_*`` macros defined here for both
-APIs. :func:`generate` also returns a line map (generated line -> the user's source location), used
+APIs. Vectors are the APIs' ``float4``/``int2``/``uint4`` types; CUDA's have no operators, so every
+vector operation is a small helper function (``cl_v<op>_<type>``) working lane by lane, emitted
+before the kernel, and ``CL_MAKE_<type>`` builds a vector (``make_float4`` / ``(float4)(...)``).
+:func:`generate` also returns a line map (generated line -> the user's source location), used
 to point a backend's compile error at the Python line.
 """
 
@@ -36,10 +39,39 @@ _ATOMICS = """\
 #endif
 """
 _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
+_VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint"}
+_VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow",
+            "&": "and", "|": "or", "^": "xor"}
+_LANES = "xyzw"
+_VEC_PRELUDE = """\
+#ifdef __OPENCL_VERSION__
+#define CL_VFN static inline
+#else
+#define CL_VFN __device__ inline
+#endif
+"""
+
+
+def ctype(ty: DType) -> str:
+    """The C spelling of a type (``float4`` for ``f32x4``)."""
+    if ty.is_vector:
+        return f"{_VEC_BASE[ty.scalar.name]}{ty.lanes}"
+    return C_TYPES[ty.name]
+
+
+def _make_macro(ty: DType) -> str:
+    name = ctype(ty)
+    params = ", ".join(_LANES[: ty.lanes])
+    args = ", ".join(f"({c})" for c in _LANES[: ty.lanes])
+    return (f"#ifdef __OPENCL_VERSION__\n#define CL_MAKE_{name}({params}) (({name})({args}))\n#else\n"
+            f"#define CL_MAKE_{name}({params}) make_{name}({args})\n#endif")
 
 
 def literal(value: int | float | bool, ty: DType) -> str:
     """A constant spelled in C."""
+    if ty.is_vector:
+        lane = literal(value, ty.scalar)
+        return f"CL_MAKE_{ctype(ty)}({', '.join([lane] * ty.lanes)})"
     if ty.name == "bool":
         return "true" if value else "false"
     if ty.is_float:
@@ -66,16 +98,74 @@ class CGen:
         self.locs: list[Loc | None] = []
         self.depth = 0
         self.lens = {a.name: a.len_name for a in k.arrays}
+        #: Vector types used (for their CL_MAKE macros) and helper functions, by name.
+        self.vec_types: dict[str, DType] = {}
+        self.helpers: dict[str, str] = {}
 
     def line(self, text: str, loc: Loc | None = None) -> None:
         self.lines.append("    " * self.depth + text)
         self.locs.append(loc)
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
+        self.kernel()
+        head: list[str] = []
+        if _uses_atomics(self.k.body):
+            head += _ATOMICS.splitlines()
+        if self.vec_types:
+            head += _VEC_PRELUDE.splitlines()
+            for ty in self.vec_types.values():
+                head += _make_macro(ty).splitlines()
+            head += list(self.helpers.values())
+        lines = head + self.lines
+        return "\n".join(lines) + "\n", (None,) * len(head) + tuple(self.locs)
+
+    def vtype(self, ty: DType) -> str:
+        """``ctype(ty)``, noting a vector type's use."""
+        if ty.is_vector:
+            self.vec_types.setdefault(ty.name, ty)
+        return ctype(ty)
+
+    def helper(self, name: str, ret: DType, params: list[tuple[str, DType]], body: str) -> str:
+        """The name of a helper function, defined once."""
+        if name not in self.helpers:
+            sig = ", ".join(f"{self.vtype(t)} {n}" for n, t in params)
+            self.helpers[name] = f"CL_VFN {self.vtype(ret)} {name}({sig}) {{ return {body}; }}"
+        return name
+
+    def make(self, ty: DType, lanes: list[str]) -> str:
+        return f"CL_MAKE_{self.vtype(ty)}({', '.join(lanes)})"
+
+    def vec_binop(self, e: ir.BinOp) -> str:
+        ty = e.ty
+        lane = ty.scalar
+        parts = []
+        for c in _LANES[: ty.lanes]:
+            la, lb = ir.Var(f"a.{c}", lane, e.loc), ir.Var(f"b.{c}", lane, e.loc)
+            parts.append(unwrap(self.expr(ir.BinOp(e.op, la, lb, lane, e.loc))))
+        name = self.helper(f"cl_v{_VEC_OPS[e.op]}_{ctype(ty)}", ty, [("a", ty), ("b", ty)],
+                           self.make(ty, parts))
+        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    def vec_unop(self, e: ir.UnOp) -> str:
+        ty = e.ty
+        parts = [self.expr(ir.UnOp(e.op, ir.Var(f"a.{c}", ty.scalar, e.loc), ty.scalar, e.loc))
+                 for c in _LANES[: ty.lanes]]
+        name = self.helper(f"cl_v{'neg' if e.op == '-' else 'not'}_{ctype(ty)}", ty, [("a", ty)],
+                           self.make(ty, parts))
+        return f"{name}({self.expr(e.a)})"
+
+    def vec_new(self, e: ir.VecNew) -> str:
+        if len(e.args) > 1:
+            return self.make(e.ty, [unwrap(self.expr(a)) for a in e.args])
+        (s,) = e.args
+        if isinstance(s, (ir.Const, ir.Var)):
+            return self.make(e.ty, [self.expr(s)] * e.ty.lanes)
+        name = self.helper(f"cl_vsplat_{ctype(e.ty)}", e.ty, [("s", e.ty.scalar)],
+                           self.make(e.ty, ["s"] * e.ty.lanes))
+        return f"{name}({unwrap(self.expr(s))})"
+
+    def kernel(self) -> None:
         k = self.k
-        if _uses_atomics(k.body):
-            for text in _ATOMICS.splitlines():
-                self.line(text)
         params = []
         by_name = {a.name: a for a in k.arrays}
         scal = {s.name: s for s in k.scalars}
@@ -83,7 +173,7 @@ class CGen:
             if name in by_name:
                 a = by_name[name]
                 const = "" if a.written or a.atomic else "const "
-                params.append(f"GLOBAL {const}{C_TYPES[a.elem.name]}* {name}")
+                params.append(f"GLOBAL {const}{self.vtype(a.elem)}* {name}")
             else:
                 params.append(f"{C_TYPES[scal[name].ty.name]} {name}")
         params += [f"unsigned int {n}" for n in k.hidden_names]
@@ -91,13 +181,12 @@ class CGen:
         self.depth = 1
         for d in k.decls:
             prefix = "LOCAL " if d.space == "shared" else ""
-            self.line(f"{prefix}{C_TYPES[d.elem.name]} {d.name}[{d.size}];", d.loc)
+            self.line(f"{prefix}{self.vtype(d.elem)} {d.name}[{d.size}];", d.loc)
         for name, ty in k.locals:
-            self.line(f"{C_TYPES[ty.name]} {name} = {literal(0, ty)};")
+            self.line(f"{self.vtype(ty)} {name} = {literal(0, ty)};")
         self.block(k.body)
         self.depth = 0
         self.line("}")
-        return "\n".join(self.lines) + "\n", tuple(self.locs)
 
     # ------------------------------------------------------------------------------- statements
     def block(self, b: ir.Block) -> None:
@@ -174,6 +263,15 @@ class CGen:
             return e.name
         if isinstance(e, ir.Builtin):
             return e.name
+        if isinstance(e, ir.BinOp) and e.ty.is_vector:
+            return self.vec_binop(e)
+        if isinstance(e, ir.UnOp) and e.ty.is_vector:
+            return self.vec_unop(e)
+        if isinstance(e, ir.VecNew):
+            return self.vec_new(e)
+        if isinstance(e, ir.VecGet):
+            v = self.expr(e.v)
+            return f"{v if v.isidentifier() else f'({v})'}.{_LANES[e.lane]}"
         if isinstance(e, ir.BinOp):
             a, b = self.expr(e.a), self.expr(e.b)
             ty = e.a.ty
@@ -200,6 +298,8 @@ class CGen:
         if isinstance(e, ir.Load):
             load = f"{e.array}[{self.expr(e.index)}]"
             if e.checked:
+                if e.ty.is_vector:
+                    self.vtype(e.ty)
                 return f"({self.in_bounds(e.array, e.index, e.guard)} ? {load} : {literal(0, e.ty)})"
             return load
         raise TypeError(e)  # pragma: no cover

@@ -21,8 +21,17 @@ _ATOMIC_FN = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max":
               "exchange": "atomicExchange"}
 
 
+def wtype(ty: DType) -> str:
+    """The WGSL spelling of a type (``vec4<f32>`` for ``f32x4``)."""
+    if ty.is_vector:
+        return f"vec{ty.lanes}<{W_TYPES[ty.scalar.name]}>"
+    return W_TYPES[ty.name]
+
+
 def literal(value: int | float | bool, ty: DType) -> str:
-    """A constant spelled in WGSL."""
+    """A constant spelled in WGSL (every lane ``value`` for a vector)."""
+    if ty.is_vector:
+        return f"{wtype(ty)}({literal(value, ty.scalar)})"
     if ty.name == "bool":
         return "true" if value else "false"
     if ty.is_float:
@@ -57,7 +66,7 @@ class WgslGen:
         k = self.k
         for d in k.decls:
             if d.space == "shared":
-                self.line(f"var<workgroup> {d.name}: array<{W_TYPES[d.elem.name]}, {d.size}>;", d.loc)
+                self.line(f"var<workgroup> {d.name}: array<{wtype(d.elem)}, {d.size}>;", d.loc)
         self.line("@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)")
         self.line(
             f"fn {entry_name(k.name)}(@builtin(local_invocation_id) cl_lid: vec3<u32>, "
@@ -67,9 +76,9 @@ class WgslGen:
         self.depth = 1
         for d in k.decls:
             if d.space == "local":
-                self.line(f"var {d.name}: array<{W_TYPES[d.elem.name]}, {d.size}>;", d.loc)
+                self.line(f"var {d.name}: array<{wtype(d.elem)}, {d.size}>;", d.loc)
         for name, ty in k.locals:
-            self.line(f"var {name}: {W_TYPES[ty.name]} = {literal(0, ty)};")
+            self.line(f"var {name}: {wtype(ty)} = {literal(0, ty)};")
         self.block(k.body)
         self.depth = 0
         self.line("}")
@@ -168,6 +177,11 @@ class WgslGen:
         if isinstance(e, ir.Builtin):
             base, axis = e.name[:-2], e.name[-1].lower()
             return f"{_BUILTINS[base]}.{axis}"
+        if isinstance(e, ir.VecNew):
+            return f"{wtype(e.ty)}({', '.join(unwrap(self.expr(a)) for a in e.args)})"
+        if isinstance(e, ir.VecGet):
+            v = self.expr(e.v)
+            return f"{v if v.isidentifier() else f'({v})'}.{'xyzw'[e.lane]}"
         if isinstance(e, ir.BinOp):
             a, b = self.expr(e.a), self.expr(e.b)
             ty = e.a.ty

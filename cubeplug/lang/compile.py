@@ -75,7 +75,8 @@ def specialize(
         if pname in arrays:
             a = arrays[pname]
             written = a.written or a.atomic
-            params.append(Buffer(pname, a.elem.name, "read_write" if written else "read", atomic=a.atomic))
+            params.append(Buffer(pname, a.elem.scalar.name, "read_write" if written else "read",
+                                 vector=a.elem.lanes, atomic=a.atomic))
             args.append("tensor" if a.tensor else "array")
         else:
             params.append(Scalar(pname, scalars[pname].ty.name))

@@ -22,7 +22,8 @@ from cubeplug.lang.types import DType, bool_, f32, i32, unify_literal
 
 Val = Any  # an ir.Expr or a Python value
 CapCheck = Callable[[DType, Loc], None]
-EXPRS = (ir.Const, ir.Var, ir.Builtin, ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select, ir.Load)
+EXPRS = (ir.Const, ir.Var, ir.Builtin, ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select, ir.Load, ir.VecNew,
+         ir.VecGet)
 
 _PY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -94,6 +95,8 @@ def to_expr(v: Val, loc: Loc, construct: str, want: DType | None = None) -> ir.E
             )
         return v
     if is_number(v):
+        if want is not None and want.is_vector:  # a literal for a vector: every lane
+            return ir.VecNew((adopt(v, want.scalar, loc, construct),), want, loc)
         return adopt(v, want or default_type(v), loc, construct)
     raise KernelTypeError(f"{_describe(v)} is not a value a kernel can compute with", loc, construct)
 
@@ -150,8 +153,19 @@ def _simplify(op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr | None:
     return None
 
 
+def _scalars_only(vals: list[Val], loc: Loc, construct: str) -> None:
+    for v in vals:
+        if is_expr(v) and v.ty.is_vector:
+            raise KernelTypeError(
+                f"{construct} takes scalars, got a {v.ty} vector; apply it per lane (v.x, v[k])",
+                loc, construct,
+            )
+
+
 def binop(op: str, a: Val, b: Val, loc: Loc, construct: str) -> Val:
-    """``a op b`` with the language's type rules; Python operands fold in Python."""
+    """``a op b`` with the language's type rules (scalars; vectors are in ``vectors.py``); Python
+    operands fold in Python."""
+    _scalars_only([a, b], loc, construct)
     if is_number(a) and is_number(b):
         if op in ("and", "or"):
             return (a and b) if op == "and" else (a or b)
@@ -218,6 +232,7 @@ def unop(op: str, a: Val, loc: Loc, construct: str) -> Val:
 
 def cast(v: Val, ty: DType, loc: Loc, construct: str) -> Val:
     """``ty(v)``."""
+    _scalars_only([v], loc, construct)
     if is_number(v):
         return ir.Const(semantics.python_value(semantics.cast(v, ty), ty), ty, loc)
     e = to_expr(v, loc, construct)
@@ -228,6 +243,7 @@ def cast(v: Val, ty: DType, loc: Loc, construct: str) -> Val:
 
 def math_call(fn: str, args: list[Val], float_only: bool, loc: Loc, construct: str) -> Val:
     """A math builtin call; all-comptime arguments fold in Python."""
+    _scalars_only(args, loc, construct)
     if all(is_number(a) for a in args):
         return _PY_MATH[fn](*args)
     typed = [a for a in args if is_expr(a)]

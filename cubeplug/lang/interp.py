@@ -5,7 +5,8 @@ masks, loops until no lane continues, ``break``/``continue``/``return`` clear la
 runs for all active lanes before the next one, so ``shared`` memory and ``sync_cube()`` behave as on
 a GPU for race-free kernels, and a ``sync_cube()`` reached by only some live lanes raises
 :class:`BarrierDivergenceError`. Cubes are independent, so many run side by side in one vector.
-Reads out of bounds give 0 and writes out of bounds are dropped, checked or not.
+Reads out of bounds give 0 and writes out of bounds are dropped, checked or not. A vector value is
+an ``(n, lanes)`` array (a vector array an ``(elements, lanes)`` one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from cubeplug.lang import ir, semantics
 from cubeplug.lang.errors import BarrierDivergenceError
+from cubeplug.lang.types import DType
 
 #: About how many lanes one vector holds (whole cubes at a time).
 LANES = 1 << 16
@@ -63,15 +65,15 @@ class _Run:
             self.builtins[f"CUBE_COUNT_{axis}"] = np.uint32(count[i])
             self.builtins[f"ABSOLUTE_POS_{axis}"] = (cube[i] * dims[i] + unit[i]).astype(np.uint32)
         self.values = values
-        self.env: dict[str, Any] = {name: np.zeros(n, ty.np) for name, ty in k.locals}
+        self.env: dict[str, Any] = {name: np.zeros(_shape(n, ty), ty.np) for name, ty in k.locals}
         self.mem: dict[str, tuple[np.ndarray, Any, int]] = {}
         for a in k.arrays:
-            arr = values[a.name]
-            self.mem[a.name] = (arr.reshape(-1), None, len(arr))
+            arr = values[a.name].reshape(_shape(-1, a.elem))
+            self.mem[a.name] = (arr, None, len(arr))
         for d in k.decls:
             rows = (c1 - c0) if d.space == "shared" else n
             base = self.cube_local * d.size if d.space == "shared" else lane * d.size
-            self.mem[d.name] = (np.zeros(rows * d.size, d.elem.np), base, d.size)
+            self.mem[d.name] = (np.zeros(_shape(rows * d.size, d.elem), d.elem.np), base, d.size)
         self.alive = np.ones(n, bool)
         self.brk: np.ndarray | None = None
         self.stop: np.ndarray | None = None
@@ -93,7 +95,8 @@ class _Run:
     def stmt(self, s: ir.Stmt, m: np.ndarray) -> None:
         if isinstance(s, ir.Assign):
             old = self.env[s.name]
-            self.env[s.name] = np.where(m, self.full(self.eval(s.value)), old).astype(old.dtype, copy=False)
+            self.env[s.name] = np.where(_rows(m, old), self.full(self.eval(s.value)), old).astype(
+                old.dtype, copy=False)
         elif isinstance(s, ir.Store):
             arr, addr, ok = self.address(s.array, s.index, s.guard)
             sel = m & ok
@@ -180,7 +183,7 @@ class _Run:
     # ------------------------------------------------------------------------------ expressions
     def full(self, v: Any) -> np.ndarray:
         arr = np.asarray(v)
-        return arr if arr.shape == (self.n,) else np.broadcast_to(arr, (self.n,))
+        return arr if arr.shape == (self.n,) or arr.ndim == 2 else np.broadcast_to(arr, (self.n,))
 
     def address(self, name: str, index: ir.Expr, guard: ir.Expr | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -213,10 +216,29 @@ class _Run:
         if isinstance(e, ir.Call):
             return semantics.math(e.fn, [self.eval(a) for a in e.args], e.ty)
         if isinstance(e, ir.Select):
-            return np.where(self.eval(e.cond), self.eval(e.a), self.eval(e.b)).astype(e.ty.np, copy=False)
+            a, b = self.full(self.eval(e.a)), self.full(self.eval(e.b))
+            return np.where(_rows(self.full(self.eval(e.cond)), a), a, b).astype(e.ty.np, copy=False)
         if isinstance(e, ir.Load):
             arr, addr, ok = self.address(e.array, e.index, e.guard)
             if len(arr) == 0:
-                return np.zeros(self.n, e.ty.np)
-            return np.where(ok, arr[addr], e.ty.np.type(0))
+                return np.zeros(_shape(self.n, e.ty), e.ty.np)
+            got = arr[addr]
+            return np.where(_rows(ok, got), got, e.ty.np.type(0))
+        if isinstance(e, ir.VecNew):
+            lanes = [self.full(self.eval(a)) for a in e.args]
+            if len(lanes) == 1:
+                lanes = lanes * e.ty.lanes
+            return np.stack(lanes, axis=1).astype(e.ty.np, copy=False)
+        if isinstance(e, ir.VecGet):
+            return self.full(self.eval(e.v))[:, e.lane]
         raise TypeError(e)  # pragma: no cover
+
+
+def _shape(n: int, ty: DType) -> tuple[int, ...]:
+    """The shape of ``n`` values of ``ty``: ``(n,)``, or ``(n, lanes)`` for a vector."""
+    return (n, ty.lanes) if ty.is_vector else (n,)
+
+
+def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """A per-lane mask shaped to select whole rows of ``like`` (a column for vectors)."""
+    return mask[:, None] if np.ndim(like) == 2 else mask

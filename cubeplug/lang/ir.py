@@ -110,7 +110,26 @@ class Load:
     guard: Expr | None = None
 
 
-Expr = Const | Var | Builtin | BinOp | UnOp | Cast | Call | Select | Load
+@dataclass(frozen=True, slots=True)
+class VecNew:
+    """A vector of type ``ty`` from one scalar per lane, or from one scalar for every lane (a splat)."""
+
+    args: tuple[Expr, ...]
+    ty: DType
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class VecGet:
+    """Lane ``lane`` (a constant) of the vector ``v``: ``v.x``, ``v[2]``."""
+
+    v: Expr
+    lane: int
+    ty: DType
+    loc: Loc
+
+
+Expr = Const | Var | Builtin | BinOp | UnOp | Cast | Call | Select | Load | VecNew | VecGet
 
 # ---------------------------------------------------------------------------------------- statements
 
@@ -296,6 +315,11 @@ class KernelIR:
         raise KeyError(name)
 
     @property
+    def hidden_lengths(self) -> tuple[str, ...]:
+        """The names of the hidden array lengths (a subset of :attr:`hidden`)."""
+        return tuple(h.name for h in self.hidden if h.what == "len")
+
+    @property
     def hidden_names(self) -> tuple[str, ...]:
         """The names of the hidden u32 scalars, in the order they follow the user's scalars."""
         return tuple(h.name for h in self.hidden)
@@ -322,4 +346,8 @@ def reads_memory(e: Expr) -> bool:
         return any(reads_memory(a) for a in e.args)
     if isinstance(e, Select):
         return reads_memory(e.cond) or reads_memory(e.a) or reads_memory(e.b)
+    if isinstance(e, VecNew):
+        return any(reads_memory(a) for a in e.args)
+    if isinstance(e, VecGet):
+        return reads_memory(e.v)
     return False

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from cubeplug.lang import builtins as clb
-from cubeplug.lang import infer, ir, tensors
+from cubeplug.lang import infer, ir, tensors, vectors
 from cubeplug.lang.calls import lower_call
 from cubeplug.lang.errors import KernelSyntaxError, KernelTypeError, Loc
 from cubeplug.lang.infer import Val, is_expr, known
@@ -108,6 +108,7 @@ class Lowerer:
 
     def need(self, ty: DType, loc: Loc) -> None:
         """KernelTypeError when the device lacks ``ty``."""
+        ty = ty.scalar
         if self.dtypes is not None and ty.name not in CORE_TYPES and ty.name not in self.dtypes:
             raise KernelTypeError(
                 f"{ty} is not supported by this device (it supports {', '.join(sorted(self.dtypes))})",
@@ -133,6 +134,12 @@ class Lowerer:
             self.runtime_depth -= int(runtime)
         return ir.Block(tuple(self.out.pop()))
 
+    def binop(self, op: str, a: Val, b: Val, loc: Loc, construct: str) -> Val:
+        """``a op b``: the vector rules when a side is a vector, else the scalar ones."""
+        if vectors.is_vec(a) or vectors.is_vec(b):
+            return vectors.binop(op, a, b, loc, construct)
+        return infer.binop(op, a, b, loc, construct)
+
     # ---------------------------------------------------------------------------- params
     def pyeval(self, node: ast.expr) -> Any:
         """A Python-level value (annotations): names, attributes, subscripts, strings."""
@@ -149,9 +156,14 @@ class Lowerer:
             return getattr(base, node.attr)
         if isinstance(node, ast.Subscript):
             base = self.pyeval(node.value)
-            return base[self.pyeval(node.slice)]
+            try:
+                return base[self.pyeval(node.slice)]
+            except (TypeError, KeyError, IndexError) as e:
+                raise self.syntax(str(e), node) from e
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return (self.pyeval(node.left), self.pyeval(node.right))
+        if isinstance(node, ast.Tuple):
+            return tuple(self.pyeval(e) for e in node.elts)
         raise self.syntax("this annotation is not understood", node)
 
     def params(self, fn: ast.FunctionDef) -> tuple[tuple[str, str], ...]:
@@ -204,7 +216,7 @@ class Lowerer:
                 self.frame.env[arg.arg] = ArrayRef(name, elem, atomic, "global", None)
                 sig.append(("array", name))
             elif isinstance(t, TensorType):
-                if not isinstance(t.elem, DType):
+                if not isinstance(t.elem, DType) or t.elem.is_vector:
                     raise self.syntax(f"Tensor[...] needs a dtype such as f32, got {t.elem!r}", arg, arg.arg)
                 self.need(t.elem, loc)
                 self.arrays[name] = ArrayState(t.elem, False, len_name=self.unique(f"len_{name}"),
@@ -212,6 +224,9 @@ class Lowerer:
                 self.frame.env[arg.arg] = ArrayRef(name, t.elem, False, "global", None, tensor=True)
                 sig.append(("tensor", name))
             elif isinstance(t, DType):
+                if t.is_vector:
+                    raise self.syntax(f"scalar parameters cannot be vectors ({t}); pass an Array of "
+                                      f"them or the lanes", arg, arg.arg)
                 self.need(t, loc)
                 self.scalars.append(ir.ScalarParam(name, t))
                 var = ir.Var(name, t, loc, "param")
@@ -288,6 +303,8 @@ class Lowerer:
             v = self.expr(value)
             self.name_hint = ""
             self.assign_name(target.id, v, loc, ann)
+        elif self.lane_target(target) is not None:
+            self.assign_lane(target, self.expr(value), loc)
         elif isinstance(target, ast.Subscript):
             arr, idx, guard = self.subscript_target(target)
             self.store(arr, idx, self.expr(value), loc, guard)
@@ -295,6 +312,26 @@ class Lowerer:
             raise self.syntax("tuple assignment is not supported; assign one name at a time", target, "tuple")
         else:
             raise self.syntax(f"cannot assign to `{describe(target)}`", target)
+
+    def lane_target(self, target: ast.expr) -> ast.Name | None:
+        """The local vector's name when ``target`` is one of its lanes (``v.x``, ``v[k]``)."""
+        if isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(target.value, ast.Name):
+            bound = self.frame.env.get(target.value.id)
+            if isinstance(bound, ir.Var) and bound.ty.is_vector:
+                return target.value
+        return None
+
+    def assign_lane(self, target: ast.expr, v: Val, loc: Loc) -> None:
+        """``v.x = e`` / ``v[k] = e`` on a local vector: the local rebuilt with that lane replaced."""
+        name = self.lane_target(target)
+        assert name is not None and isinstance(target, (ast.Attribute, ast.Subscript))
+        var = self.expr(name)
+        if var.kind != "local":
+            raise KernelSyntaxError(f"cannot assign a lane of {name.id!r}, which is a parameter", loc,
+                                    name.id, kernel=self.name)
+        key = target.attr if isinstance(target, ast.Attribute) else self.expr(target.slice)
+        lane = vectors.lane_of(var, key, loc)
+        self.assign_name(name.id, vectors.with_lane(var, lane, v, loc), loc, None)
 
     def assign_name(self, name: str, v: Val, loc: Loc, ann: DType | None) -> None:
         frame = self.frame
@@ -339,12 +376,15 @@ class Lowerer:
         loc = self.loc(node)
         if isinstance(node.target, ast.Name):
             cur = self.expr(node.target)
-            self.assign_name(node.target.id, infer.binop(op, cur, self.expr(node.value), loc, f"{op}="),
+            self.assign_name(node.target.id, self.binop(op, cur, self.expr(node.value), loc, f"{op}="),
                              loc, None)
+        elif self.lane_target(node.target) is not None:
+            cur = self.expr(node.target)
+            self.assign_lane(node.target, self.binop(op, cur, self.expr(node.value), loc, f"{op}="), loc)
         elif isinstance(node.target, ast.Subscript):
             arr, idx, guard = self.subscript_target(node.target)
             cur = self.load(arr, idx, loc, guard)
-            self.store(arr, idx, infer.binop(op, cur, self.expr(node.value), loc, f"{op}="), loc, guard)
+            self.store(arr, idx, self.binop(op, cur, self.expr(node.value), loc, f"{op}="), loc, guard)
         else:
             raise self.syntax(f"cannot assign to `{describe(node.target)}`", node.target)
 
@@ -434,7 +474,7 @@ class Lowerer:
         start, stop, step = self.range_args(call)
         typed = [a for a in (start, stop, step) if is_expr(a)]
         ty = typed[0].ty if typed else u32 if all(int(v) >= 0 for v in (start, stop, step)) else i32
-        if not ty.is_int:
+        if not ty.is_int or ty.is_vector:
             raise KernelTypeError(f"range() needs integer bounds, got {ty}", loc, "range", kernel=self.name)
         es = [infer.to_expr(a, loc, "range", ty) for a in (start, stop, step)]
         if known(es[2]) == 0:
@@ -511,7 +551,7 @@ class Lowerer:
                 raise KernelTypeError(f"an index must be a non-negative int, got {v!r}", loc, "index",
                                       kernel=self.name)
             return ir.Const(v, u32, loc)
-        if not v.ty.is_int:
+        if not v.ty.is_int or v.ty.is_vector:
             raise KernelTypeError(f"an index must be an integer, got {v.ty}", loc, "index", kernel=self.name)
         return v
 
@@ -571,6 +611,8 @@ class Lowerer:
         base = self.expr(node.value)
         if isinstance(base, ArrayRef):
             return tensors.attribute(self, base, node)
+        if vectors.is_vec(base):
+            return vectors.get(base, vectors.lane_of(base, node.attr, self.loc(node)), self.loc(node))
         if is_expr(base):
             raise self.syntax(f"attribute {node.attr!r} of a kernel value is not supported", node, node.attr)
         if not hasattr(base, node.attr):
@@ -591,6 +633,16 @@ class Lowerer:
             return self.load(base, idx, self.loc(node), guard)
         if isinstance(base, tensors.TensorMeta):
             return tensors.meta_index(self, base, node)
+        if vectors.is_vec(base):
+            key = self.expr(node.slice)
+            if is_expr(key):
+                raise self.syntax("a vector lane index must be a comptime int", node, "lane")
+            return vectors.get(base, vectors.lane_of(base, key, self.loc(node)), self.loc(node))
+        if isinstance(base, type) and hasattr(base, "__class_getitem__"):  # cl.Vec[f32, 4]
+            try:
+                return base[self.expr(node.slice)]  # type: ignore[index]
+            except TypeError as e:
+                raise self.syntax(str(e), node) from e
         if isinstance(base, (tuple, list)):
             i = self.expr(node.slice)
             if not isinstance(i, int):
@@ -602,7 +654,7 @@ class Lowerer:
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise self.syntax(f"the operator `{type(node.op).__name__}` is not supported", node)
-        return infer.binop(op, self.expr(node.left), self.expr(node.right), self.loc(node), op)
+        return self.binop(op, self.expr(node.left), self.expr(node.right), self.loc(node), op)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Val:
         return infer.unop(_UNOPS[type(node.op)], self.expr(node.operand), self.loc(node), "unary operator")
@@ -616,7 +668,7 @@ class Lowerer:
             if op is None:
                 raise self.syntax(f"the comparison `{type(op_node).__name__}` is not supported", node)
             right = self.expr(right_node)
-            cmp = infer.binop(op, left, right, loc, op)
+            cmp = self.binop(op, left, right, loc, op)
             result = cmp if result is None else infer.binop("and", result, cmp, loc, "comparison")
             left = right
         return result

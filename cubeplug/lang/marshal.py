@@ -67,7 +67,7 @@ def _split(names: Sequence[str], spec: Specialized, checked: bool) -> tuple[list
         n = arg[h.array]
         if h.what == "len":
             a = arrays[h.array]
-            shift = a.elem.np.itemsize.bit_length() - 1
+            shift = (a.elem.np.itemsize * a.elem.lanes).bit_length() - 1
             hd = handle[h.array]
             value = f"({hd}.nbytes - {hd}.start - {hd}.end) >> {shift}"
         elif h.what == "rank":

@@ -24,6 +24,10 @@ def expr(e: ir.Expr) -> str:
         return f"{e.fn}({', '.join(expr(a) for a in e.args)})"
     if isinstance(e, ir.Select):
         return f"select({expr(e.cond)}, {expr(e.a)}, {expr(e.b)})"
+    if isinstance(e, ir.VecNew):
+        return f"{e.ty}({', '.join(expr(a) for a in e.args)})"
+    if isinstance(e, ir.VecGet):
+        return f"{expr(e.v)}.{'xyzw'[e.lane]}"
     if isinstance(e, ir.Load):
         return f"{e.array}[{expr(e.index)}{_check(e.checked, e.guard)}]"
     raise TypeError(e)  # pragma: no cover

@@ -15,16 +15,30 @@ import numpy as np
 
 @dataclass(frozen=True, eq=True)
 class DType:
-    """A scalar element type of the language."""
+    """An element type of the language: a scalar, or a vector of ``lanes`` scalars (``Vec[T, W]``,
+    named ``f32x4``; ``kind`` and ``bits`` are its scalar's)."""
 
     name: str
     kind: str  # "f", "i", "u" or "b"
     bits: int
+    lanes: int = 1
 
     @property
     def np(self) -> np.dtype[Any]:
-        """The numpy dtype."""
-        return np.dtype(_NP[self.name])
+        """The numpy dtype (of one lane for a vector)."""
+        return np.dtype(_NP[self.scalar.name])
+
+    @property
+    def scalar(self) -> DType:
+        """The scalar type of a vector's lanes (the type itself for a scalar)."""
+        if self.lanes == 1:
+            return self
+        return DTYPES[self.name.rsplit("x", 1)[0]]
+
+    @property
+    def is_vector(self) -> bool:
+        """True for ``Vec[T, W]`` with W > 1."""
+        return self.lanes > 1
 
     @property
     def is_float(self) -> bool:
@@ -36,8 +50,11 @@ class DType:
         """True for signed and unsigned integers."""
         return self.kind in "iu"
 
-    def __call__(self, value: Any) -> Any:
-        """Outside kernels: the numpy scalar of this dtype."""
+    def __call__(self, *values: Any) -> Any:
+        """Outside kernels: the numpy scalar of this dtype (a numpy array for a vector)."""
+        if self.lanes > 1:
+            return np.broadcast_to(np.asarray(values, self.np), (self.lanes,)).copy()
+        (value,) = values
         return self.np.type(value)
 
     def __repr__(self) -> str:
@@ -62,6 +79,29 @@ bool_ = DType("bool", "b", 8)
 DTYPES: dict[str, DType] = {t.name: t for t in (f16, f32, f64, i32, u32, i64, u64, bool_)}
 #: Types every backend has; the others are gated by the device's capabilities.
 CORE_TYPES = frozenset({"f32", "i32", "u32", "bool"})
+
+
+#: Scalar types a vector may hold, and the vector widths.
+VECTOR_ELEMS = ("f32", "i32", "u32")
+VECTOR_WIDTHS = (1, 2, 4)
+
+
+class Vec:
+    """``Vec[f32, 4]``: a vector of 2 or 4 lanes (``Vec[T, 1]`` is ``T``), as an array element
+    (``Array[Vec[f32, 4]]``, bound to a ``Buffer(..., vector=4)``), a local, or constructed in a
+    kernel: ``Vec[f32, 4](a, b, c, d)`` or ``Vec[f32, 4](s)`` (every lane ``s``)."""
+
+    def __class_getitem__(cls, args: Any) -> DType:
+        if not (isinstance(args, tuple) and len(args) == 2):
+            raise TypeError("Vec takes an element type and a width: Vec[f32, 4]")
+        elem, width = args
+        if not isinstance(elem, DType) or elem.name not in VECTOR_ELEMS:
+            raise TypeError(f"Vec elements are one of {', '.join(VECTOR_ELEMS)}, got {elem!r}")
+        if width not in VECTOR_WIDTHS or isinstance(width, bool):
+            raise TypeError(f"Vec widths are 1, 2 or 4, got {width!r}")
+        if width == 1:
+            return elem
+        return DType(f"{elem.name}x{width}", elem.kind, elem.bits, width)
 
 
 @dataclass(frozen=True)

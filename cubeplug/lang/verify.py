@@ -44,6 +44,10 @@ def _uniform(e: ir.Expr, st: _State) -> bool:
         return all(_uniform(a, st) for a in e.args)
     if isinstance(e, ir.Select):
         return _uniform(e.cond, st) and _uniform(e.a, st) and _uniform(e.b, st)
+    if isinstance(e, ir.VecNew):
+        return all(_uniform(a, st) for a in e.args)
+    if isinstance(e, ir.VecGet):
+        return _uniform(e.v, st)
     raise TypeError(e)  # pragma: no cover
 
 
