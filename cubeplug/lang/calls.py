@@ -118,10 +118,17 @@ def atomic(lw: Lowerer, op: str, node: ast.Call, statement: bool) -> Val:
         raise lw.syntax(f"{op}(array, index{', value' * nvals}) takes {2 + nvals} arguments", node, op)
     arr = lw.expr(node.args[0])
     if not isinstance(arr, ArrayRef) or not arr.atomic:
-        raise KernelTypeError(f"{op}() needs an Array[Atomic[i32|u32]] parameter", loc, op,
+        raise KernelTypeError(f"{op}() needs an Array[Atomic[i32|u32|f32]] parameter", loc, op,
                               kernel=lw.name)
     idx = lw.index(node.args[1])
     vals = tuple(infer.to_expr(lw.expr(a), loc, op, arr.elem) for a in node.args[2:])
+    if arr.elem.is_float:
+        # f32: add (natively on CUDA, a compare-and-swap loop on the bits elsewhere); sub adds -v.
+        if op not in ("atomic_add", "atomic_sub"):
+            raise KernelTypeError(f"{op}() on an f32 array is not supported; f32 atomics are "
+                                  f"atomic_add and atomic_sub", loc, op, kernel=lw.name)
+        if op == "atomic_sub":
+            op, vals = "atomic_add", (infer.unop("-", vals[0], loc, op),)
     out = None if statement else lw.declare("old", arr.elem, loc)
     lw.emit(ir.Atomic(op[len("atomic_"):], arr.name, idx, vals, out, arr.elem, loc,
                         lw.touch(arr, idx, True)))

@@ -38,6 +38,24 @@ _ATOMICS = """\
 #define CL_ATOMIC_compare_exchange(p, c, v) atomicCAS((p), (c), (v))
 #endif
 """
+#: f32 atomic arrays are ``unsigned int`` buffers: loads and stores reinterpret the bits, adds are
+#: CUDA's native ``atomicAdd(float*)`` or, on OpenCL, a compare-and-swap loop on the bit pattern.
+_F32_ATOMICS = """\
+#ifdef __OPENCL_VERSION__
+#define CL_U2F(u) as_float(u)
+#define CL_F2U(f) as_uint(f)
+static inline float cl_atomic_add_f32(volatile GLOBAL unsigned int* p, float v) {
+    unsigned int cl_old = *p;
+    unsigned int cl_seen;
+    while ((cl_seen = atomic_cmpxchg(p, cl_old, as_uint(as_float(cl_old) + v))) != cl_old) cl_old = cl_seen;
+    return as_float(cl_old);
+}
+#else
+#define CL_U2F(u) __uint_as_float(u)
+#define CL_F2U(f) __float_as_uint(f)
+__device__ inline float cl_atomic_add_f32(unsigned int* p, float v) { return atomicAdd((float*)p, v); }
+#endif
+"""
 _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
 _VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint"}
 _VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow",
@@ -98,6 +116,8 @@ class CGen:
         self.locs: list[Loc | None] = []
         self.depth = 0
         self.lens = {a.name: a.len_name for a in k.arrays}
+        #: f32 atomic arrays (unsigned int buffers holding f32 bits).
+        self.fbits = {a.name for a in k.arrays if a.atomic and a.elem.is_float}
         #: Vector types used (for their CL_MAKE macros) and helper functions, by name.
         self.vec_types: dict[str, DType] = {}
         self.helpers: dict[str, str] = {}
@@ -111,6 +131,8 @@ class CGen:
         head: list[str] = []
         if _uses_atomics(self.k.body):
             head += _ATOMICS.splitlines()
+        if self.fbits:
+            head += _F32_ATOMICS.splitlines()
         if self.vec_types:
             head += _VEC_PRELUDE.splitlines()
             for ty in self.vec_types.values():
@@ -173,7 +195,8 @@ class CGen:
             if name in by_name:
                 a = by_name[name]
                 const = "" if a.written or a.atomic else "const "
-                params.append(f"GLOBAL {const}{self.vtype(a.elem)}* {name}")
+                elem = "unsigned int" if name in self.fbits else self.vtype(a.elem)
+                params.append(f"GLOBAL {const}{elem}* {name}")
             else:
                 params.append(f"{C_TYPES[scal[name].ty.name]} {name}")
         params += [f"unsigned int {n}" for n in k.hidden_names]
@@ -197,13 +220,17 @@ class CGen:
         if isinstance(s, ir.Assign):
             self.line(f"{s.name} = {unwrap(self.expr(s.value))};", s.loc)
         elif isinstance(s, ir.Store):
-            store = f"{s.array}[{self.expr(s.index)}] = {self.expr(s.value)};"
+            value = self.expr(s.value)
+            if s.array in self.fbits:
+                value = f"CL_F2U({unwrap(value)})"
+            store = f"{s.array}[{self.expr(s.index)}] = {value};"
             if s.checked:
                 store = f"if ({self.in_bounds(s.array, s.index, s.guard)}) {store}"
             self.line(store, s.loc)
         elif isinstance(s, ir.Atomic):
             args = ", ".join(self.expr(a) for a in s.args)
-            call = f"CL_ATOMIC_{s.op}(&{s.array}[{self.expr(s.index)}], {args})"
+            fn = "cl_atomic_add_f32" if s.array in self.fbits else f"CL_ATOMIC_{s.op}"
+            call = f"{fn}(&{s.array}[{self.expr(s.index)}], {args})"
             text = f"{s.out} = {call};" if s.out else f"{call};"
             if s.checked:
                 other = f" else {s.out} = {literal(0, s.ty)};" if s.out else ""
@@ -297,6 +324,8 @@ class CGen:
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, ir.Load):
             load = f"{e.array}[{self.expr(e.index)}]"
+            if e.array in self.fbits:
+                load = f"CL_U2F({load})"
             if e.checked:
                 if e.ty.is_vector:
                     self.vtype(e.ty)

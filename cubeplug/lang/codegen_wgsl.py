@@ -57,6 +57,8 @@ class WgslGen:
         self.depth = 0
         self.lens = {a.name: a.len_name for a in k.arrays}
         self.atomic = {a.name for a in k.arrays if a.atomic}
+        #: f32 atomic arrays: bound as array<atomic<u32>>, their values bitcast.
+        self.fbits = {a.name for a in k.arrays if a.atomic and a.elem.is_float}
 
     def line(self, text: str, loc: Loc | None = None) -> None:
         self.lines.append("    " * self.depth + text)
@@ -107,13 +109,24 @@ class WgslGen:
         elif isinstance(s, ir.Store):
             ref = f"{s.array}[{self.index(s.index)}]"
             value = self.expr(s.value)
+            if s.array in self.fbits:
+                value = f"bitcast<u32>({unwrap(value)})"
             text = f"atomicStore(&{ref}, {value});" if s.array in self.atomic else f"{ref} = {value};"
             self.guarded(s, text)
         elif isinstance(s, ir.Atomic):
             ref = f"&{s.array}[{self.index(s.index)}]"
             args = [self.expr(a) for a in s.args]
             target = s.out or "_"
-            if s.op == "compare_exchange":
+            if s.array in self.fbits:  # f32 add: a compare-and-swap loop on the bits
+                done = f" {s.out} = bitcast<f32>(cl_old);" if s.out else ""
+                text = (
+                    f"var cl_old = atomicLoad({ref}); loop {{ let cl_cas = atomicCompareExchangeWeak("
+                    f"{ref}, cl_old, bitcast<u32>(bitcast<f32>(cl_old) + {args[0]})); "
+                    f"if (cl_cas.exchanged) {{ break; }} cl_old = cl_cas.old_value; }}{done}"
+                )
+                if not s.checked:
+                    text = f"{{ {text} }}"
+            elif s.op == "compare_exchange":
                 done = f"{s.out} = cl_cas.old_value; " if s.out else ""
                 text = (
                     f"loop {{ let cl_cas = atomicCompareExchangeWeak({ref}, {args[0]}, {args[1]}); "
@@ -214,6 +227,8 @@ class WgslGen:
         if isinstance(e, ir.Load):
             ref = f"{e.array}[{self.index(e.index)}]"
             load = f"atomicLoad(&{ref})" if e.array in self.atomic else ref
+            if e.array in self.fbits:
+                load = f"bitcast<f32>({load})"
             if e.checked:
                 return f"select({literal(0, e.ty)}, {load}, {self.in_bounds(e.array, e.index, e.guard)})"
             return load

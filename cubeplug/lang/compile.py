@@ -75,7 +75,9 @@ def specialize(
         if pname in arrays:
             a = arrays[pname]
             written = a.written or a.atomic
-            params.append(Buffer(pname, a.elem.scalar.name, "read_write" if written else "read",
+            # An f32 atomic array binds as u32 (WGSL array<atomic<u32>>); the code reinterprets the bits.
+            dtype = "u32" if a.atomic and a.elem.is_float else a.elem.scalar.name
+            params.append(Buffer(pname, dtype, "read_write" if written else "read",
                                  vector=a.elem.lanes, atomic=a.atomic))
             args.append("tensor" if a.tensor else "array")
         else:

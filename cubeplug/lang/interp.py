@@ -69,6 +69,8 @@ class _Run:
         self.mem: dict[str, tuple[np.ndarray, Any, int]] = {}
         for a in k.arrays:
             arr = values[a.name].reshape(_shape(-1, a.elem))
+            if a.atomic and a.elem.is_float:  # bound as u32
+                arr = arr.view(a.elem.np)
             self.mem[a.name] = (arr, None, len(arr))
         for d in k.decls:
             rows = (c1 - c0) if d.space == "shared" else n

@@ -209,8 +209,9 @@ class Lowerer:
                     atomic = t.atomic
                 if not isinstance(elem, DType):
                     raise self.syntax(f"Array[...] needs a dtype such as f32, got {elem!r}", arg, arg.arg)
-                if atomic and elem.name not in ("i32", "u32"):
-                    raise KernelTypeError("atomic arrays must be i32 or u32", loc, arg.arg, kernel=self.name)
+                if atomic and elem.name not in ("i32", "u32", "f32"):
+                    raise KernelTypeError("atomic arrays must be i32, u32 or f32", loc, arg.arg,
+                                          kernel=self.name)
                 self.need(elem, loc)
                 self.arrays[name] = ArrayState(elem, atomic, len_name=self.unique(f"len_{name}"))
                 self.frame.env[arg.arg] = ArrayRef(name, elem, atomic, "global", None)
