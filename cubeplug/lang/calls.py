@@ -9,7 +9,7 @@ import math as pymath
 from typing import TYPE_CHECKING
 
 from cubeplug.lang import builtins as clb
-from cubeplug.lang import infer, ir, vectors
+from cubeplug.lang import infer, ir, returns, vectors
 from cubeplug.lang.errors import KernelTypeError
 from cubeplug.lang.func import LangFunc
 from cubeplug.lang.infer import Val, is_expr, known
@@ -160,6 +160,8 @@ def inline(lw: Lowerer, fn: LangFunc, node: ast.Call) -> Val:
         frame.env[p.arg] = a
     body = list(tree.body)
     result: Val = None
+    if returns.early(body):
+        return inline_branches(lw, frame, body)
     last = body[-1] if body else None
     lw.frames.append(frame)
     saved_loops, lw.loops = lw.loops, []
@@ -176,3 +178,27 @@ def inline(lw: Lowerer, fn: LangFunc, node: ast.Call) -> Val:
         lw.frames.pop()
         lw.loops = saved_loops
     return result
+
+
+#: The name (in a helper's frame) of the result local of a helper with early returns.
+RESULT = "cl__result"
+
+
+def inline_branches(lw: Lowerer, frame: Frame, body: list[ast.stmt]) -> Val:
+    """A helper whose ``return`` is not only its last statement: the body hoisted (``returns.py``)
+    so that each ``return e`` ends a branch and assigns the result local."""
+    bad = returns.in_loop(body)
+    if bad is not None:
+        raise lw.syntax("a @cl.func may not `return` inside a loop; set a result and `break`", bad,
+                        "return")
+    frame.counts[RESULT] = 2  # a runtime local, even when one return is at the top level
+    frame.returns = True
+    lw.frames.append(frame)
+    saved_loops, lw.loops = lw.loops, []
+    try:
+        for s in returns.hoist(body):
+            lw.stmt(s)
+        return frame.env.get(RESULT)
+    finally:
+        lw.frames.pop()
+        lw.loops = saved_loops

@@ -522,6 +522,10 @@ class Lowerer:
             raise self.syntax(f"`{what}` in an unrolled loop is not supported", node, what)
 
     def stmt_Return(self, node: ast.Return) -> None:
+        if self.frame.returns:  # a helper's hoisted return: it ends its branch
+            if node.value is not None:
+                self.assign_name("cl__result", self.expr(node.value), self.loc(node), None)
+            return
         if self.frame.is_func:
             raise self.syntax("a @cl.func may only `return` as its last statement", node, "return")
         if node.value is not None:

@@ -34,6 +34,8 @@ class Frame:
     counts: dict[str, int]
     suffix: str
     is_func: bool
+    #: A helper with early returns: each ``return e`` assigns its result local.
+    returns: bool = False
 
 
 @dataclass
