@@ -1,44 +1,53 @@
-"""The main job until `cubeplug bench` lands: pick the best backend, launch a kernel, check it.
+"""Pick a backend, launch kernels written in the kernel language, check them against numpy.
 
     python examples/demo.py [selector]      # e.g. cpu, opencl, webgpu, cuda:0; default: auto
+
+Each kernel is one Python function; ``cubeplug.lang`` compiles it for the client's dialect (``c`` on
+CUDA and OpenCL, ``wgsl`` on WebGPU, a numpy interpreter on the CPU backend). See docs/lang.md.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import cubeplug
-from cubeplug import Buffer, CubeCount, Kernel, Scalar
+from cubeplug import lang as cl
+from cubeplug.lang import Array, Comptime, f32, u32
 
-C_SRC = """
-KERNEL axpy(GLOBAL const float* x, GLOBAL float* y, float a, unsigned int n) {
-    unsigned int i = ABSOLUTE_POS_X;
-    if (i < n) { y[i] = a * x[i] + y[i]; }
-}
-"""
+BLOCK = 256
 
-WGSL_SRC = """
-@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)
-fn axpy(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if (i < scalars.n) { y[i] = scalars.a * x[i] + y[i]; }
-}
-"""
+# mypy cannot read the language's annotations (``Array[f32]``), so it sees the kernels' types only.
+if TYPE_CHECKING:
+    axpy: cl.LangKernel
+    block_sum: cl.LangKernel
+else:
 
+    @cl.kernel
+    def axpy(x: Array[f32], y: Array[f32], a: f32):
+        """y += a * x."""
+        i = cl.ABSOLUTE_POS
+        if i < len(y):
+            y[i] += a * x[i]
 
-def axpy_py(launch, x, y, a, n):  # type: ignore[no-untyped-def]
-    y[:n] = a * x[:n] + y[:n]
-
-
-AXPY = Kernel(
-    "axpy",
-    [Buffer("x", "f32", "read"), Buffer("y", "f32", "read_write"), Scalar("a", "f32"), Scalar("n", "u32")],
-    {"c": C_SRC, "wgsl": WGSL_SRC, "python": axpy_py},
-    cube_dim=256,
-)
+    @cl.kernel
+    def block_sum(x: Array[f32], out: Array[f32], B: Comptime[int]):
+        """Each cube sums its B values in shared memory into out[CUBE_POS] (B: the cube dim)."""
+        buf = cl.shared(f32, B)
+        i = cl.ABSOLUTE_POS
+        buf[cl.UNIT_POS] = x[i] if i < len(x) else 0.0
+        cl.sync_cube()
+        s = u32(B // 2)
+        while s > 0:  # a tree: strides B/2, B/4, ..., 1 (uniform, so the barrier is allowed)
+            if s > cl.UNIT_POS:
+                buf[cl.UNIT_POS] += buf[cl.UNIT_POS + s]
+            cl.sync_cube()
+            s = s >> 1
+        if cl.UNIT_POS == 0:
+            out[cl.CUBE_POS] = buf[0]
 
 
 def main() -> int:
@@ -50,21 +59,31 @@ def main() -> int:
     x_host = rng.random(n, dtype=np.float32)
     y_host = rng.random(n, dtype=np.float32)
     x, y = client.create(x_host), client.create(y_host)
-    cubes = CubeCount((n + 255) // 256)
+    cubes = cubeplug.CubeCount((n + BLOCK - 1) // BLOCK)
+
+    axpy.launch(client, cubes, BLOCK, x, y, 0.0)  # compiles; y unchanged
+    client.sync()
     t0 = time.perf_counter()
     for _ in range(10):
-        client.launch(AXPY, cubes, [x, y], [0.5, n])
+        axpy.launch(client, cubes, BLOCK, x, y, 0.5)
     client.sync()
     elapsed = time.perf_counter() - t0
     got = client.to_numpy(y, "f32")
     expected = y_host.copy()
     for _ in range(10):
         expected = np.float32(0.5) * x_host + expected
-    ok = np.allclose(got, expected, rtol=1e-5)
-    print(f"10 x axpy over {n} floats: {elapsed * 1e3:.2f} ms, result {'correct' if ok else 'WRONG'}")
-    usage = client.memory_usage()
-    print(f"memory: {usage}")
-    return 0 if ok else 1
+    ok_axpy = np.allclose(got, expected, rtol=1e-5)
+    print(f"10 x axpy over {n} floats: {elapsed * 1e3:.2f} ms, result {'correct' if ok_axpy else 'WRONG'}")
+
+    partial = client.create(np.zeros(cubes.x, np.float32))
+    block_sum.launch(client, cubes, BLOCK, y, partial, B=BLOCK)
+    sums = client.to_numpy(partial, "f32")
+    want = expected.reshape(-1, BLOCK).sum(axis=1, dtype=np.float64)
+    ok_sum = np.allclose(sums, want, rtol=1e-4)
+    print(f"block sums of {cubes.x} cubes (shared memory, sync_cube): "
+          f"total {sums.sum(dtype=np.float64):.1f}, result {'correct' if ok_sum else 'WRONG'}")
+    print(f"memory: {client.memory_usage()}")
+    return 0 if ok_axpy and ok_sum else 1
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 pytest.register_assert_rewrite(
     "cubeplug.testing.suite.bad_input",
     "cubeplug.testing.suite.data",
+    "cubeplug.testing.suite.lang",
     "cubeplug.testing.suite.launch",
     "cubeplug.testing.suite.memory",
     "cubeplug.testing.suite.runtime",
@@ -31,6 +32,7 @@ from cubeplug.testing.fixtures import (  # noqa: E402
 )
 from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
 from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
+from cubeplug.testing.suite.lang import TestLang, lang_client  # noqa: E402
 from cubeplug.testing.suite.launch import TestCubeCount, TestLaunch  # noqa: E402
 from cubeplug.testing.suite.memory import TestMemory  # noqa: E402
 from cubeplug.testing.suite.runtime import (  # noqa: E402
@@ -48,6 +50,7 @@ __all__ = [
     "TestCompileCache",
     "TestCubeCount",
     "TestIdentity",
+    "TestLang",
     "TestLaunch",
     "TestMemory",
     "TestProfiling",
@@ -62,4 +65,5 @@ __all__ = [
     "cubeplug_fresh_client",
     "cubeplug_new_client",
     "keeper",
+    "lang_client",
 ]
