@@ -108,9 +108,6 @@ def register_builtin(name: str) -> bool:
 
 
 def cpu_client() -> ComputeClient:
-    """A fresh reference CPU client, the other end of ``to_client`` tests."""
-    from cubeplug.backends.cpu.server import CpuServer
-    from cubeplug.backends.cpu.storage import CpuStorage
-    from cubeplug.core.client import ComputeClient
-
-    return ComputeClient(CpuServer(CpuStorage()))
+    """A fresh reference CPU client, the other end of ``to_client`` tests (made by name, through the
+    registry, as any backend's: the suite imports no backend)."""
+    return BackendUnderTest("cpu").fresh()
