@@ -1,17 +1,17 @@
 """``cubeplug.lang``: kernels written once in Python, compiled for every backend.
 
-```python
-from cubeplug import lang as cl
-from cubeplug.lang import Array, f32
+Example::
 
-@cl.kernel
-def axpy(x: Array[f32], y: Array[f32], a: f32):
-    i = cl.ABSOLUTE_POS
-    if i < len(y):
-        y[i] += a * x[i]
+    from cubeplug import lang as cl
+    from cubeplug.lang import Array, f32
 
-axpy.launch(client, cubeplug.CubeCount(4), (256, 1, 1), x, y, 2.0)
-```
+    @cl.kernel
+    def axpy(x: Array[f32], y: Array[f32], a: f32):
+        i = cl.ABSOLUTE_POS
+        if i < len(y):
+            y[i] += a * x[i]
+
+    axpy.launch(client, cubeplug.CubeCount(4), (256, 1, 1), x, y, 2.0)
 
 The function is captured through its AST, lowered to a small structured IR (comptime values folded,
 ``@cl.func`` helpers inlined, types inferred), verified, and generated as ``c`` (CUDA and OpenCL),
