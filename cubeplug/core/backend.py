@@ -47,6 +47,14 @@ class BackendSpec:
     api_version: int = API_VERSION
     install_hint: str = ""
     kind: str = "gpu"
+    #: Whether a client of this backend can be made in a child process forked after the parent used
+    #: the backend; None: only for ``kind == "cpu"`` (GPU drivers generally do not survive fork).
+    fork_safe: bool | None = None
+
+    @property
+    def survives_fork(self) -> bool:
+        """True when a forked child may build a client of this backend after its parent used it."""
+        return self.kind == "cpu" if self.fork_safe is None else self.fork_safe
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ or read.
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -17,7 +20,7 @@ import numpy as np
 
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
-from cubeplug.core.errors import DeviceLostError, ValidationError, describe
+from cubeplug.core.errors import DeviceLostError, ForkedClientError, ValidationError, describe
 from cubeplug.core.handle import Handle, Tensor
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
@@ -48,6 +51,7 @@ class ComputeClient:
         if fast_empty is not None:
             self.empty = fast_empty  # type: ignore[method-assign,assignment]
         server.client = self
+        _live_clients.add(self)
         self._profile = ProfileLog(server.config.profiling.level)
         self._profiling = self._profile.enabled  # the level is fixed for the client's life
         self._default_mode = (
@@ -233,8 +237,10 @@ class ComputeClient:
         if plan is None:
             self._launch(kernel, count, buffers, scalars, self._default_mode, sid)
             return
-        self._acquire()  # not ``with``: half the cost on the hot paths
         try:  # the kernel's generated checked launch (see core/plans.py)
+            # Not ``with``: half the cost on the hot paths. Taken inside the ``try``: a signal is
+            # handled only after a call returns, so a KeyboardInterrupt can never leave it held.
+            self._acquire()
             plan(self._server, count, buffers, scalars, sid)
         except TypeError:  # no cost unless raised: buffers or scalars that are no sequences say so
             check_arguments(kernel, buffers, scalars)
@@ -264,8 +270,8 @@ class ComputeClient:
         if plan is None:
             self._launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
             return
-        self._acquire()
         try:
+            self._acquire()  # inside the ``try``, as in launch
             plan(self._server, count, buffers, scalars, sid)
         except TypeError:
             check_arguments(kernel, buffers, scalars)
@@ -404,21 +410,64 @@ class ComputeClient:
 
 
 class _ClosedServer:
-    """What a closed client's calls reach: its identity, and ValidationError for anything else."""
+    """What a closed client's calls reach: its identity, and ValidationError for anything else
+    (ForkedClientError for a client inherited through ``fork``)."""
 
-    __slots__ = ("backend", "closed", "info")
+    __slots__ = ("backend", "closed", "forked", "info")
 
-    def __init__(self, server: ComputeServer) -> None:
+    def __init__(self, server: ComputeServer, forked: bool = False) -> None:
         self.backend = server.backend
         self.info = server.info
         #: The server that was closed (``client.server`` still gives it, for tests and backend authors).
         self.closed = server
+        self.forked = forked
 
     def __getattr__(self, name: str) -> Any:
+        if self.forked:
+            raise ForkedClientError(
+                f"this {self.backend} client ({self.info}) was created before this process forked; its "
+                f"device, threads and locks belong to the parent process. Create a new client in the "
+                f"child with cubeplug.client(...), or start worker processes with the \"spawn\" method "
+                f"(multiprocessing.get_context('spawn'))"
+            )
         raise ValidationError(
             f"this {self.backend} client ({self.info}) was closed; get a new client with "
             f"cubeplug.client(...) (it replaces a closed one)"
         )
+
+
+#: Every client of this process (weakly): a forked child turns them into closed stand-ins.
+_live_clients: weakref.WeakSet[ComputeClient] = weakref.WeakSet()
+#: What the parent's clients held, kept alive (and never released) in a forked child: releasing a
+#: device object, joining a thread or taking a lock of the parent there may hang or crash.
+_inherited: list[Any] = []
+
+
+def _after_fork_in_child() -> None:
+    """Every client inherited through ``fork`` raises ForkedClientError from now on (at once, where
+    it used to hang on a lock, a thread or a device of the parent); ``cubeplug.client()`` sees it as
+    closed and makes a new one."""
+    for client in list(_live_clients):
+        server = client._server
+        if type(server) is _ClosedServer:
+            continue
+        server.forked = True
+        _inherited.append(server)
+        _inherited.append(client.__dict__.copy())  # compiled launchers, lock-free paths, plans
+        lock = threading.RLock()  # another thread of the parent may have held the old one
+        client._channel = DeviceHandle.__new__(DeviceHandle)
+        client._channel.server, client._channel.lock = server, lock
+        client._lock, client._acquire, client._release = lock, lock.acquire, lock.release
+        client._server = _ClosedServer(server, forked=True)  # type: ignore[assignment]
+        client._plans = {}
+        client._unchecked_plans = {}
+        for name in ("empty", "launch", "launch_unchecked"):
+            client.__dict__.pop(name, None)
+    _live_clients.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: Counts given as ints or tuples, converted once (a static CubeCount is never changed after it is

@@ -488,6 +488,14 @@ class PluginRegistry:
         from cubeplug.core.storage import ComputeStorage
         from cubeplug.core.stream import EventStreamBackend
 
+        if name in _forked_backends and not self.backend(name).spec.survives_fork:
+            raise BackendUnavailableError(
+                f"the {name} backend was in use before this process forked, and its driver does not "
+                f"survive fork (its threads and device belong to the parent): start worker processes "
+                f"with the \"spawn\" method (multiprocessing.get_context('spawn')) or \"forkserver\", "
+                f"or use the {name} backend only in the children"
+            )
+        _used_backends.add(name)
         args: dict[str, Any] = {"backend": name, "device": device, "config": config}
         storage = self.call(name, "cubeplug_compute_storage", ComputeStorage, **args)
         streams = self.call(name, "cubeplug_event_stream_backend", EventStreamBackend, optional=True, **args)
@@ -637,6 +645,27 @@ def _source_tree_entry_points() -> list[tuple[metadata.EntryPoint, str | None, s
     table = project.get("entry-points", {}).get(GROUP, {})
     version = f"{cubeplug.__version__} (source tree)"
     return [(metadata.EntryPoint(n, v, GROUP), OWN_DIST, version) for n, v in table.items()]
+
+
+#: Backends this process built a client of (their drivers are initialised).
+_used_backends: set[str] = set()
+#: In a forked child: the backends the parent had used before the fork.
+_forked_backends: set[str] = set()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: remember which drivers the parent initialised; fresh registry locks (another
+    thread of the parent may have held them)."""
+    global _registry_lock
+    _forked_backends.update(_used_backends)
+    _registry_lock = threading.Lock()
+    reg = _registry
+    if reg is not None:
+        reg._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def unknown_backend_message(name: str, installed: Iterable[str]) -> str:

@@ -60,6 +60,8 @@ class ComputeServer(ABC):
     dialects: tuple[str, ...] = ()
     #: True for backends with native streams (one memory management per stream, stream-ordered reuse).
     per_stream_memory: bool = False
+    #: True in a child process for a server its parent made before ``fork`` (never used there).
+    forked: bool = False
 
     def __init__(
         self,
@@ -220,8 +222,8 @@ class ComputeServer(ABC):
                                 handle.start = handle.end = 0
                                 return handle
                             freed.appendleft(record)  # another size: back where it was
-            acquire()  # not ``with``: half the cost on the hot paths
-            try:
+            try:  # not ``with``: half the cost; taken inside the ``try`` (see ComputeClient.launch)
+                acquire()
                 return general(nbytes, sid)
             finally:
                 release()

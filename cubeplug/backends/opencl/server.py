@@ -144,6 +144,8 @@ def _release(natives: _Natives) -> None:
 @atexit.register
 def _close_open_servers() -> None:
     for server in list(_open_servers):
+        if server.forked:  # a forked child's copy of the parent's server: its driver is the parent's
+            continue
         with contextlib.suppress(Exception):
             server.close()
 

@@ -187,8 +187,11 @@ class ReadFuture(Future[list[bytes]]):
                     return
                 try:
                     wait_promise(promise, health)
-                except BaseException as e:  # reported through the future
+                except Exception as e:  # reported through the future
                     error = e
+                # A KeyboardInterrupt (or any BaseException) propagates and leaves the read pending:
+                # the mapping is still under way, so its staging buffer must not go back to the pool;
+                # the completer thread, or the next result(), completes it.
         with self._done_lock:
             if self.done():
                 return

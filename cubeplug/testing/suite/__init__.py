@@ -16,6 +16,7 @@ import pytest
 pytest.register_assert_rewrite(
     "cubeplug.testing.suite.bad_input",
     "cubeplug.testing.suite.data",
+    "cubeplug.testing.suite.faults",
     "cubeplug.testing.suite.lang",
     "cubeplug.testing.suite.launch",
     "cubeplug.testing.suite.memory",
@@ -32,6 +33,7 @@ from cubeplug.testing.fixtures import (  # noqa: E402
 )
 from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
 from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
+from cubeplug.testing.suite.faults import TestFork, TestInterrupts  # noqa: E402
 from cubeplug.testing.suite.lang import TestLang, lang_client  # noqa: E402
 from cubeplug.testing.suite.launch import TestCubeCount, TestLaunch  # noqa: E402
 from cubeplug.testing.suite.memory import TestMemory  # noqa: E402
@@ -49,6 +51,8 @@ __all__ = [
     "TestClose",
     "TestCompileCache",
     "TestCubeCount",
+    "TestFork",
+    "TestInterrupts",
     "TestIdentity",
     "TestLang",
     "TestLaunch",
