@@ -13,7 +13,7 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from cubeplug import BufferTooBig, CompileError, CubeCount, LaunchError, OutOfMemoryError, ValidationError
+from cubeplug import BufferTooBig, CompileError, CubeCount, OutOfMemoryError, ValidationError
 from cubeplug.core.kernel import DTYPES
 from cubeplug.core.stream import current_stream_id
 from tests.backends.cuda.kernels import (
@@ -268,9 +268,9 @@ def test_flush_sync_and_profile(client) -> None:  # type: ignore[no-untyped-def]
     assert int(client.to_numpy(x, "i32")[7]) == 2
 
 
-def test_grid_beyond_the_device_is_a_launch_error_and_client_survives(client) -> None:  # type: ignore[no-untyped-def]
+def test_grid_beyond_the_device_is_a_validation_error_and_client_survives(client) -> None:  # type: ignore[no-untyped-def]
     out = client.create(np.zeros(3, dtype=np.uint32))
-    with pytest.raises(LaunchError, match="exceeds"):
+    with pytest.raises(ValidationError, match="exceeds"):  # checked against max_cube_count (issue 17)
         client.launch(WRITE_COUNT, CubeCount(1, 70000), [out])
     client.launch(WRITE_COUNT, CubeCount(2), [out])
     np.testing.assert_array_equal(client.to_numpy(out, "u32"), [2, 1, 1])
