@@ -301,3 +301,16 @@ def reset() -> None:
         _clients.clear()
     reset_registry()
     reset_config()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: fresh locks (another thread of the parent may have held one at the fork, and
+    the child would wait for it forever). The cached clients stay: each refuses work in the child
+    (ForkedClientError), and ``client()`` replaces it as it replaces a closed one."""
+    global _clients_lock, _default_lock
+    _clients_lock = threading.RLock()
+    _default_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -285,3 +286,45 @@ def test_logging_level_is_applied_only_when_configured(
         assert logger.level == logging.DEBUG
     finally:
         logger.setLevel(logging.NOTSET)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_holds_the_client_cache_lock_gets_a_client() -> None:
+    import signal
+    import time
+
+    selection.client("cpu")  # a cached client the child inherits
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with selection._clients_lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: the lock's holder does not exist here
+            code = 1
+            try:
+                made = selection.client("cpu")
+                got = made.to_numpy(made.create(np.arange(3, dtype=np.int32)), "i32").tolist()
+                code = 0 if got == [0, 1, 2] else 2
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung in cubeplug.client()")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        t.join()
