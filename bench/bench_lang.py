@@ -6,7 +6,11 @@ calls ``client.launch(kernel, count, [x, y], [a, len_x, len_y])`` with the speci
 language produced, so the difference is the language's own per-launch cost. Paired alternating
 loops (bench/paired.py); the first specialization time of a 40-line kernel is reported too.
 
-    python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--json FILE]
+On the CPU backend, ``elementwise`` also times the interpreter's throughput: ``axpy`` over
+``--elements`` floats (one launch of 256-unit cubes) against a hand-written ``python``-dialect
+Kernel doing ``y[:n] += a * x[:n]`` (best of rounds, ms per launch, launch and sync).
+
+    python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--elements 1048576] [--json FILE]
 """
 
 from __future__ import annotations
@@ -94,11 +98,51 @@ def measure(backend: str, n: int, rounds: int) -> dict[str, Any]:
     return out
 
 
+def elementwise(n: int, rounds: int = 7, reps: int = 10) -> dict[str, Any]:
+    """axpy over ``n`` floats on the CPU backend: the interpreter against hand-written numpy."""
+
+    def axpy_py(launch: Any, x: Any, y: Any, a: Any, n: Any) -> None:
+        y[:n] += a * x[:n]
+
+    client = cubeplug.client("cpu")
+    x = client.create(np.ones(n, np.float32))
+    y = client.create(np.zeros(n, np.float32))
+    hand = cubeplug.Kernel(
+        "axpy_hand",
+        [cubeplug.Buffer("x", "f32", "read"), cubeplug.Buffer("y", "f32"), cubeplug.Scalar("a", "f32"),
+         cubeplug.Scalar("n", "u32")],
+        {"python": axpy_py}, cube_dim=256,
+    )
+    count = cubeplug.CubeCount((n + 255) // 256)
+    runs = {
+        "lang_checked_ms": lambda: axpy.launch(client, count, 256, x, y, 2.0),
+        "lang_unchecked_ms": lambda: axpy.launch_unchecked(client, count, 256, x, y, 2.0),
+        "hand_ms": lambda: client.launch(hand, count, [x, y], [2.0, n]),
+    }
+    best = dict.fromkeys(runs, float("inf"))
+    for fn in runs.values():
+        fn()
+    client.sync()
+    for _ in range(rounds):  # alternate, so drift on a busy host hits every side
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            client.sync()
+            best[name] = min(best[name], (time.perf_counter() - t0) / reps * 1e3)
+    client.close()
+    out: dict[str, Any] = {"elements": n, **{k: round(v, 3) for k, v in best.items()}}
+    out["ratio_checked"] = round(best["lang_checked_ms"] / best["hand_ms"], 2)
+    out["ratio_unchecked"] = round(best["lang_unchecked_ms"] / best["hand_ms"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="cpu,opencl,webgpu")
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--elements", type=int, default=1 << 20, help="elementwise size on cpu (0: skip)")
     parser.add_argument("--json")
     args = parser.parse_args()
     results: dict[str, Any] = {"host": platform.node(), "python": platform.python_version()}
@@ -108,6 +152,9 @@ def main() -> None:
         except cubeplug.CubeplugError as e:
             results[backend] = {"error": str(e)}
         print(backend, json.dumps(results[backend]), flush=True)
+    if "cpu" in args.backends.split(",") and args.elements:
+        results["cpu_elementwise"] = elementwise(args.elements)
+        print("cpu_elementwise", json.dumps(results["cpu_elementwise"]), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -4,9 +4,15 @@ Every unit is one lane of a vector; control flow is masks (``if`` both branches 
 masks, loops until no lane continues, ``break``/``continue``/``return`` clear lanes). Each statement
 runs for all active lanes before the next one, so ``shared`` memory and ``sync_cube()`` behave as on
 a GPU for race-free kernels, and a ``sync_cube()`` reached by only some live lanes raises
-:class:`BarrierDivergenceError`. Cubes are independent, so many run side by side in one vector.
+:class:`BarrierDivergenceError`. Cubes are independent, so many run side by side in one vector:
+:data:`LANES` lanes at a time for a kernel with barriers or shared memory, :data:`FLAT_LANES` for
+one without (its units share nothing but global memory, so any grouping gives the same result).
 Reads out of bounds give 0 and writes out of bounds are dropped, checked or not. A vector value is
 an ``(n, lanes)`` array (a vector array an ``(elements, lanes)`` one).
+
+Values stay cheap where they can (``lanes.py``): a scalar when every lane has the same value, a
+:class:`~cubeplug.lang.lanes.Ramp` for ``ABSOLUTE_POS_X``-like indices (an access through one is a
+slice); a mask of None means every lane.
 """
 
 from __future__ import annotations
@@ -15,13 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.lang import ir, semantics
+from cubeplug.lang import ir, lanes, semantics
 from cubeplug.lang.errors import BarrierDivergenceError
+from cubeplug.lang.lanes import Ramp
 from cubeplug.lang.types import DType
 
-#: About how many lanes one vector holds (whole cubes at a time).
+#: About how many lanes one vector holds (whole cubes at a time), with barriers or shared memory.
 LANES = 1 << 16
+#: The same for kernels without barriers and shared memory.
+FLAT_LANES = 1 << 20
 _ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
+Mask = np.ndarray | None
 
 
 class Interpreter:
@@ -31,41 +41,74 @@ class Interpreter:
         self.k = k
         self.names = (*k.order, *k.hidden_names)
         self.__name__ = k.name
+        self.flat = not _has_barrier(k.body) and all(d.space != "shared" for d in k.decls)
 
     def __call__(self, launch: Any, *params: Any) -> None:
         values = dict(zip(self.names, params))
-        cx, cy, cz = launch.count
-        dims = tuple(launch.cube_dim)
+        count = (int(launch.count[0]), int(launch.count[1]), int(launch.count[2]))
+        d = tuple(launch.cube_dim)
+        dims = (int(d[0]), int(d[1]), int(d[2]))
         units = dims[0] * dims[1] * dims[2]
-        cubes = cx * cy * cz
-        per = max(1, LANES // units)
-        for c0 in range(0, cubes, per):
-            _Run(self.k, values, (cx, cy, cz), dims, c0, min(cubes, c0 + per)).block(self.k.body, None)
+        cubes = count[0] * count[1] * count[2]
+        per = max(1, (FLAT_LANES if self.flat else LANES) // units)
+        # One-dimensional cubes: batches end at rows of the grid, so ABSOLUTE_POS_X is a ramp.
+        row = count[0] if units == dims[0] and count[0] * units >= min(per * units, 1 << 14) else 0
+        c0 = 0
+        with np.errstate(all="ignore"):
+            while c0 < cubes:
+                c1 = min(cubes, c0 + per, (c0 // row + 1) * row if row else cubes)
+                _Run(self.k, values, count, dims, c0, c1).block(self.k.body, None)
+                c0 = c1
+
+
+_IN_PLACE = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or,
+             "^": np.bitwise_xor}
+#: Nodes whose value, when an array, is a new one that nothing else holds.
+_COMPUTED = (ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select, ir.VecNew)
+
+
+def _fresh(node: ir.Expr, v: Any, dt: np.dtype[Any]) -> bool:
+    return isinstance(node, _COMPUTED) and isinstance(v, np.ndarray) and v.base is None and v.dtype == dt
+
+
+def _fits(v: Any, out: np.ndarray, dt: np.dtype[Any]) -> bool:
+    """True when ``v`` is an operand of ``dt`` that ``out`` can hold the result of, as it is."""
+    return np.shape(v) in ((), out.shape) and getattr(v, "dtype", None) == dt
+
+
+def _has_barrier(b: ir.Block) -> bool:
+    return any(isinstance(s, ir.Barrier) or any(_has_barrier(c) for c in ir.children(s)) for s in b.stmts)
+
+
+def _and(*masks: Mask) -> Mask:
+    out: Mask = None
+    for m in masks:
+        if m is not None:
+            out = m if out is None else out & m
+    return out
+
+
+def _own(v: Any) -> Any:
+    """``v`` not sharing memory with an array (a load may be a view of one)."""
+    return v.copy() if isinstance(v, np.ndarray) and v.base is not None else v
 
 
 class _Run:
     """One batch of whole cubes run in lockstep."""
 
     def __init__(self, k: ir.KernelIR, values: dict[str, Any], count: tuple[int, int, int],
-                 dims: tuple[int, ...], c0: int, c1: int) -> None:
+                 dims: tuple[int, int, int], c0: int, c1: int) -> None:
         self.k = k
+        self.count, self.dims, self.c0, self.c1 = count, dims, c0, c1
         units = dims[0] * dims[1] * dims[2]
         n = (c1 - c0) * units
         self.n = n
-        lane = np.arange(n, dtype=np.int64)
-        self.cube_local = lane // units
-        cid = c0 + self.cube_local
-        u = lane % units
-        unit = (u % dims[0], (u // dims[0]) % dims[1], u // (dims[0] * dims[1]))
-        cube = (cid % count[0], (cid // count[0]) % count[1], cid // (count[0] * count[1]))
+        self.types = dict(k.locals)
         self.builtins: dict[str, Any] = {}
-        for i, axis in enumerate("XYZ"):
-            self.builtins[f"UNIT_POS_{axis}"] = unit[i].astype(np.uint32)
-            self.builtins[f"CUBE_POS_{axis}"] = cube[i].astype(np.uint32)
-            self.builtins[f"CUBE_COUNT_{axis}"] = np.uint32(count[i])
-            self.builtins[f"ABSOLUTE_POS_{axis}"] = (cube[i] * dims[i] + unit[i]).astype(np.uint32)
         self.values = values
-        self.env: dict[str, Any] = {name: np.zeros(_shape(n, ty), ty.np) for name, ty in k.locals}
+        self.env: dict[str, Any] = {
+            name: np.zeros((n, ty.lanes), ty.np) if ty.is_vector else ty.np.type(0) for name, ty in k.locals
+        }
         self.mem: dict[str, tuple[np.ndarray, Any, int]] = {}
         for a in k.arrays:
             arr = values[a.name].reshape(_shape(-1, a.elem))
@@ -73,124 +116,166 @@ class _Run:
                 arr = arr.view(a.elem.np)
             self.mem[a.name] = (arr, None, len(arr))
         for d in k.decls:
+            lane = np.arange(n, dtype=np.int64)
             rows = (c1 - c0) if d.space == "shared" else n
-            base = self.cube_local * d.size if d.space == "shared" else lane * d.size
+            base = (lane // units) * d.size if d.space == "shared" else lane * d.size
             self.mem[d.name] = (np.zeros(_shape(rows * d.size, d.elem), d.elem.np), base, d.size)
-        self.alive = np.ones(n, bool)
+        self.alive: Mask = None
         self.brk: np.ndarray | None = None
         self.stop: np.ndarray | None = None
 
     # ------------------------------------------------------------------------------ statements
-    def live(self, mask: np.ndarray | None) -> np.ndarray:
-        m = self.alive if mask is None else mask & self.alive
-        if self.stop is not None:
-            m = m & ~self.stop
-        return m
+    def live(self, mask: Mask) -> Mask:
+        return _and(mask, self.alive, None if self.stop is None else ~self.stop)
 
-    def block(self, b: ir.Block, mask: np.ndarray | None) -> None:
+    def block(self, b: ir.Block, mask: Mask) -> None:
         for s in b.stmts:
             m = self.live(mask)
-            if not m.any():
+            if m is not None and not m.any():
                 return
             self.stmt(s, m)
 
-    def stmt(self, s: ir.Stmt, m: np.ndarray) -> None:
+    def stmt(self, s: ir.Stmt, m: Mask) -> None:
         if isinstance(s, ir.Assign):
-            old = self.env[s.name]
-            self.env[s.name] = np.where(_rows(m, old), self.full(self.eval(s.value)), old).astype(
-                old.dtype, copy=False)
+            v = self.eval(s.value)
+            if m is None:
+                self.env[s.name] = _own(v)
+            else:
+                old = self.full(self.env[s.name])
+                self.env[s.name] = np.where(_rows(m, old), self.full(v), old).astype(old.dtype, copy=False)
         elif isinstance(s, ir.Store):
-            arr, addr, ok = self.address(s.array, s.index, s.guard)
-            sel = m & ok
-            arr[addr[sel]] = self.full(self.eval(s.value))[sel]
+            self.store(s, m)
         elif isinstance(s, ir.Atomic):
             self.atomic(s, m)
         elif isinstance(s, ir.If):
-            c = self.full(self.eval(s.cond))
-            self.block(s.then, m & c)
-            self.block(s.orelse, m & ~c)
+            c = self.eval(s.cond)
+            if np.ndim(c) == 0 or (m is None and (c.all() or not c.any())):  # the same in every lane
+                self.block(s.then if c.all() else s.orelse, m)
+            else:
+                self.block(s.then, _and(m, c))
+                self.block(s.orelse, _and(m, ~c))
         elif isinstance(s, ir.RangeFor):
             self.range_for(s, m)
         elif isinstance(s, ir.While):
             self.loop(None, s.cond, s.body, m)
         elif isinstance(s, ir.Break):
             assert self.brk is not None and self.stop is not None
-            self.brk |= m
-            self.stop |= m
+            self.brk |= True if m is None else m
+            self.stop |= True if m is None else m
         elif isinstance(s, ir.Continue):
             assert self.stop is not None
-            self.stop |= m
+            self.stop |= True if m is None else m
         elif isinstance(s, ir.Return):
-            self.alive &= ~m
+            gone = np.ones(self.n, bool) if m is None else m
+            self.alive = ~gone if self.alive is None else self.alive & ~gone
         elif isinstance(s, ir.Barrier):
-            if not np.array_equal(m, self.alive):
+            if not np.array_equal(self.mask(m), self.mask(self.alive)):
                 raise BarrierDivergenceError(
                     f"{s.loc}: sync_cube() reached by only some units of a cube "
-                    f"({int(m.sum())} of {int(self.alive.sum())} live units)"
+                    f"({int(self.mask(m).sum())} of {int(self.mask(self.alive).sum())} live units)"
                 )
         else:  # pragma: no cover
             raise TypeError(s)
 
-    def range_for(self, s: ir.RangeFor, m: np.ndarray) -> None:
-        ty = dict(self.k.locals)[s.var]
-        start, step = self.full(self.eval(s.start)), self.eval(s.step)
-        self.env[s.var] = np.where(m, start, self.env[s.var]).astype(ty.np, copy=False)
+    def range_for(self, s: ir.RangeFor, m: Mask) -> None:
+        ty = self.types[s.var]
+        start, step = self.eval(s.start), self.eval(s.step)
+        if m is None:
+            self.env[s.var] = self.full(start)
+        else:
+            self.env[s.var] = np.where(m, self.full(start), self.full(self.env[s.var])).astype(ty.np)
         down = isinstance(s.step, ir.Const) and s.step.value < 0
         self.loop(s, ir.BinOp(">" if down else "<", ir.Var(s.var, ty, s.loc), s.stop, ty, s.loc),
                   s.body, m, step)
 
-    def loop(self, rf: ir.RangeFor | None, cond: ir.Expr, body: ir.Block, m: np.ndarray,
+    def loop(self, rf: ir.RangeFor | None, cond: ir.Expr, body: ir.Block, m: Mask,
              step: Any = None) -> None:
         saved = (self.brk, self.stop)
         self.brk = np.zeros(self.n, bool)
         try:
             while True:
                 self.stop = None
-                go = m & self.alive & ~self.brk & self.full(self.eval(cond))
+                go = self.mask(_and(m, self.alive, ~self.brk, self.full(self.eval(cond))))
                 if not go.any():
                     break
                 self.stop = self.brk.copy()
                 self.block(body, go)
                 if rf is not None:
-                    inc = go & ~self.brk & self.alive
-                    ty = dict(self.k.locals)[rf.var]
-                    cur = self.env[rf.var]
-                    self.env[rf.var] = np.where(inc, semantics.binary("+", cur, step, ty), cur)
+                    inc = self.mask(_and(go, ~self.brk, self.alive))
+                    ty = self.types[rf.var]
+                    cur = self.full(self.env[rf.var])
+                    self.env[rf.var] = np.where(inc, semantics.binary_raw("+", cur, step, ty), cur)
         finally:
             self.brk, self.stop = saved
 
-    def atomic(self, s: ir.Atomic, m: np.ndarray) -> None:
-        arr, addr, ok = self.address(s.array, s.index, s.guard)
-        sel = m & ok
-        args = [self.full(self.eval(a)) for a in s.args]
+    def store(self, s: ir.Store, m: Mask) -> None:
+        arr, base, size = self.mem[s.array]
+        idx = self.eval(s.index)
+        if isinstance(idx, Ramp) and base is None and idx.step == 1 and idx.start >= 0:
+            k = max(0, min(self.n, size - idx.start))  # lanes [0, k) are in bounds
+            if k == 0:
+                return
+            sel = _and(m, None if s.guard is None else self.full(self.eval(s.guard)))
+            dst = arr[idx.start:idx.start + k]
+            if sel is None and k == self.n and isinstance(s.value, ir.BinOp):  # y[i] = y[i] + ...
+                val = self.binop(s.value, dst)
+                if val is dst:
+                    return
+            else:
+                val = self.eval(s.value)
+            val = lanes.materialize(val)
+            src = val if np.ndim(val) == 0 else self.full(val)[:k]
+            if sel is None:
+                dst[...] = src
+            else:
+                np.copyto(dst, src, where=_rows(sel[:k], dst), casting="unsafe")
+            return
+        arr, addr, ok = self.address(s.array, idx, s.guard)
+        sel = ok if m is None else m & ok
+        arr[addr[sel]] = self.full(self.eval(s.value))[sel]
+
+    def atomic(self, s: ir.Atomic, m: Mask) -> None:
+        arr, addr, ok = self.address(s.array, self.eval(s.index), s.guard)
+        sel = ok if m is None else m & ok
+        args = [_own(self.full(self.eval(a))) for a in s.args]
         if s.out is None and s.op in _ATOMIC_UFUNC:
             _ATOMIC_UFUNC[s.op].at(arr, addr[sel], args[0][sel])
             return
-        out = self.env[s.out] if s.out else np.zeros(self.n, s.ty.np)
-        with np.errstate(all="ignore"):
-            for lane in np.nonzero(sel)[0]:
-                a = addr[lane]
-                old = arr[a]
-                out[lane] = old
-                v = args[0][lane]
-                if s.op in _ATOMIC_UFUNC:
-                    arr[a] = _ATOMIC_UFUNC[s.op](old, v)
-                elif s.op == "exchange":
-                    arr[a] = v
-                elif old == v:  # compare_exchange(expected=v, new)
-                    arr[a] = args[1][lane]
+        out = np.array(self.full(self.env[s.out])) if s.out else np.zeros(self.n, s.ty.np)
+        for lane in np.nonzero(sel)[0]:
+            a = addr[lane]
+            old = arr[a]
+            out[lane] = old
+            v = args[0][lane]
+            if s.op in _ATOMIC_UFUNC:
+                arr[a] = _ATOMIC_UFUNC[s.op](old, v)
+            elif s.op == "exchange":
+                arr[a] = v
+            elif old == v:  # compare_exchange(expected=v, new)
+                arr[a] = args[1][lane]
         if s.out:
-            self.env[s.out] = np.where(m & ~ok, s.ty.np.type(0), out)
+            self.env[s.out] = np.where(~ok if m is None else m & ~ok, s.ty.np.type(0), out)
 
     # ------------------------------------------------------------------------------ expressions
+    def mask(self, m: Mask) -> np.ndarray:
+        return np.ones(self.n, bool) if m is None else m
+
     def full(self, v: Any) -> np.ndarray:
+        if isinstance(v, Ramp):
+            return v.array()
         arr = np.asarray(v)
         return arr if arr.shape == (self.n,) or arr.ndim == 2 else np.broadcast_to(arr, (self.n,))
 
-    def address(self, name: str, index: ir.Expr, guard: ir.Expr | None = None
+    def builtin(self, name: str) -> Any:
+        v = self.builtins.get(name)
+        if v is None:
+            v = self.builtins[name] = lanes.position(name, self.count, self.dims, self.c0, self.c1)
+        return v
+
+    def address(self, name: str, index: Any, guard: ir.Expr | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         arr, base, size = self.mem[name]
-        idx = self.full(self.eval(index)).astype(np.int64)
+        idx = self.full(index).astype(np.int64)
         ok = (idx >= 0) & (idx < size)
         if guard is not None:
             ok &= self.full(self.eval(guard))
@@ -200,6 +285,41 @@ class _Run:
             ok = np.zeros(self.n, bool)
         return arr, addr, ok
 
+    def load(self, e: ir.Load) -> Any:
+        arr, base, size = self.mem[e.array]
+        idx = self.eval(e.index)
+        if isinstance(idx, Ramp) and base is None and idx.step == 1 and idx.start >= 0:
+            k = max(0, min(self.n, size - idx.start))
+            got = arr[idx.start:idx.start + k]
+            if k < self.n:
+                got = np.concatenate([got, np.zeros(_shape(self.n - k, e.ty), e.ty.np)])
+            if e.guard is not None:
+                got = np.where(_rows(self.full(self.eval(e.guard)), got), got, e.ty.np.type(0))
+            return got
+        arr, addr, ok = self.address(e.array, idx, e.guard)
+        if len(arr) == 0:
+            return np.zeros(_shape(self.n, e.ty), e.ty.np)
+        got = arr[addr]
+        return np.where(_rows(ok, got), got, e.ty.np.type(0))
+
+    def binop(self, e: ir.BinOp, out: np.ndarray | None = None) -> Any:
+        """``a op b``; the result goes to ``out`` where given and possible, else to a temporary
+        operand where one is (numpy's ufuncs handle overlapping operands)."""
+        a, b = self.eval(e.a), self.eval(e.b)
+        if isinstance(a, Ramp) or isinstance(b, Ramp):
+            r = lanes.binary(e.op, a, b, e.a.ty)
+            if r is not None:
+                return r
+            a, b = lanes.materialize(a), lanes.materialize(b)
+        ufunc = _IN_PLACE.get(e.op)
+        if ufunc is not None:
+            dt = e.ty.np
+            if out is None:
+                out = a if _fresh(e.a, a, dt) else b if _fresh(e.b, b, dt) else None
+            if out is not None and _fits(a, out, dt) and _fits(b, out, dt):
+                return ufunc(a, b, out=out)
+        return semantics.binary_raw(e.op, a, b, e.a.ty)
+
     def eval(self, e: ir.Expr) -> Any:
         if isinstance(e, ir.Const):
             return e.ty.np.type(e.value)
@@ -208,29 +328,37 @@ class _Run:
                 return self.env[e.name]
             return e.ty.np.type(self.values[e.name])
         if isinstance(e, ir.Builtin):
-            return self.builtins[e.name]
+            return self.builtin(e.name)
         if isinstance(e, ir.BinOp):
-            return semantics.binary(e.op, self.eval(e.a), self.eval(e.b), e.a.ty)
+            return self.binop(e)
         if isinstance(e, ir.UnOp):
-            return semantics.unary(e.op, self.eval(e.a), e.ty)
+            a = self.eval(e.a)
+            if isinstance(a, Ramp):
+                r = lanes.unary(e.op, a, e.ty)
+                if r is not None:
+                    return r
+                a = a.array()
+            return semantics.unary_raw(e.op, a, e.ty)
         if isinstance(e, ir.Cast):
-            return semantics.cast(self.eval(e.a), e.ty)
+            a = self.eval(e.a)
+            if isinstance(a, Ramp):
+                r = lanes.cast(a, e.ty)
+                if r is not None:
+                    return r
+                a = a.array()
+            return semantics.cast(a, e.ty)
         if isinstance(e, ir.Call):
-            return semantics.math(e.fn, [self.eval(a) for a in e.args], e.ty)
+            return semantics.math(e.fn, [lanes.materialize(self.eval(a)) for a in e.args], e.ty)
         if isinstance(e, ir.Select):
             a, b = self.full(self.eval(e.a)), self.full(self.eval(e.b))
             return np.where(_rows(self.full(self.eval(e.cond)), a), a, b).astype(e.ty.np, copy=False)
         if isinstance(e, ir.Load):
-            arr, addr, ok = self.address(e.array, e.index, e.guard)
-            if len(arr) == 0:
-                return np.zeros(_shape(self.n, e.ty), e.ty.np)
-            got = arr[addr]
-            return np.where(_rows(ok, got), got, e.ty.np.type(0))
+            return self.load(e)
         if isinstance(e, ir.VecNew):
-            lanes = [self.full(self.eval(a)) for a in e.args]
-            if len(lanes) == 1:
-                lanes = lanes * e.ty.lanes
-            return np.stack(lanes, axis=1).astype(e.ty.np, copy=False)
+            lanes_ = [self.full(self.eval(a)) for a in e.args]
+            if len(lanes_) == 1:
+                lanes_ = lanes_ * e.ty.lanes
+            return np.stack(lanes_, axis=1).astype(e.ty.np, copy=False)
         if isinstance(e, ir.VecGet):
             return self.full(self.eval(e.v))[:, e.lane]
         raise TypeError(e)  # pragma: no cover

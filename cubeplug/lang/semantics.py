@@ -32,58 +32,68 @@ _MATH1 = {
 
 def binary(op: str, a: Any, b: Any, ty: DType) -> Any:
     """``a op b`` for operands of type ``ty`` (the result is bool for comparisons and logic)."""
-    dt = ty.np
     with np.errstate(all="ignore"):
-        if op in _CMP:
-            return _CMP[op](a, b)
-        if op == "and":
-            return np.logical_and(a, b)
-        if op == "or":
-            return np.logical_or(a, b)
-        a = np.asarray(a, dtype=dt)
-        b = np.asarray(b, dtype=dt)
-        if op == "+":
-            r = np.add(a, b)
-        elif op == "-":
-            r = np.subtract(a, b)
-        elif op == "*":
-            r = np.multiply(a, b)
-        elif op == "/":
-            r = np.divide(a, b)
-        elif op == "//":
-            if ty.is_float:
-                r = np.floor(np.divide(a, b))
-            else:
-                safe = np.where(b == 0, np.ones_like(b), b)
-                rem = np.fmod(a, safe)
-                r = np.where(b == 0, np.zeros_like(a), (a - rem) // safe)
-        elif op == "%":
-            if ty.is_float:
-                r = np.fmod(a, b)
-            else:
-                safe = np.where(b == 0, np.ones_like(b), b)
-                r = np.where(b == 0, np.zeros_like(a), np.fmod(a, safe))
-        elif op == "**":
-            r = np.power(a, b)
-        elif op in ("&", "|", "^"):
-            fn = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op]
-            r = fn(a, b)
-        elif op in ("<<", ">>"):
-            amount = np.bitwise_and(b, ty.bits - 1).astype(dt)
-            r = np.left_shift(a, amount) if op == "<<" else np.right_shift(a, amount)
-        else:  # pragma: no cover - the frontend only builds the ops above
-            raise ValueError(op)
-        return r.astype(dt, copy=False)
+        return binary_raw(op, a, b, ty)
+
+
+def binary_raw(op: str, a: Any, b: Any, ty: DType) -> Any:
+    """:func:`binary` without its ``np.errstate`` (the caller ignores floating-point errors)."""
+    dt = ty.np
+    if op in _CMP:
+        return _CMP[op](a, b)
+    if op == "and":
+        return np.logical_and(a, b)
+    if op == "or":
+        return np.logical_or(a, b)
+    a = np.asarray(a, dtype=dt)
+    b = np.asarray(b, dtype=dt)
+    if op == "+":
+        r = np.add(a, b)
+    elif op == "-":
+        r = np.subtract(a, b)
+    elif op == "*":
+        r = np.multiply(a, b)
+    elif op == "/":
+        r = np.divide(a, b)
+    elif op == "//":
+        if ty.is_float:
+            r = np.floor(np.divide(a, b))
+        else:
+            safe = np.where(b == 0, np.ones_like(b), b)
+            rem = np.fmod(a, safe)
+            r = np.where(b == 0, np.zeros_like(a), (a - rem) // safe)
+    elif op == "%":
+        if ty.is_float:
+            r = np.fmod(a, b)
+        else:
+            safe = np.where(b == 0, np.ones_like(b), b)
+            r = np.where(b == 0, np.zeros_like(a), np.fmod(a, safe))
+    elif op == "**":
+        r = np.power(a, b)
+    elif op in ("&", "|", "^"):
+        fn = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op]
+        r = fn(a, b)
+    elif op in ("<<", ">>"):
+        amount = np.bitwise_and(b, ty.bits - 1).astype(dt)
+        r = np.left_shift(a, amount) if op == "<<" else np.right_shift(a, amount)
+    else:  # pragma: no cover - the frontend only builds the ops above
+        raise ValueError(op)
+    return r.astype(dt, copy=False)
 
 
 def unary(op: str, a: Any, ty: DType) -> Any:
     """``-a``, ``not a``, ``~a``."""
     with np.errstate(all="ignore"):
-        if op == "not":
-            return np.logical_not(a)
-        a = np.asarray(a, dtype=ty.np)
-        r = np.negative(a) if op == "-" else np.invert(a)
-        return r.astype(ty.np, copy=False)
+        return unary_raw(op, a, ty)
+
+
+def unary_raw(op: str, a: Any, ty: DType) -> Any:
+    """:func:`unary` without its ``np.errstate``."""
+    if op == "not":
+        return np.logical_not(a)
+    a = np.asarray(a, dtype=ty.np)
+    r = np.negative(a) if op == "-" else np.invert(a)
+    return r.astype(ty.np, copy=False)
 
 
 def cast(a: Any, ty: DType) -> Any:

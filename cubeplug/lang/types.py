@@ -7,6 +7,7 @@ A :class:`DType` (``f32``, ``u32``, ...) is both a type annotation and, inside a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ class DType:
     bits: int
     lanes: int = 1
 
-    @property
+    @functools.cached_property
     def np(self) -> np.dtype[Any]:
         """The numpy dtype (of one lane for a vector)."""
         return np.dtype(_NP[self.scalar.name])

@@ -1,0 +1,171 @@
+"""Lane values of the interpreter that are cheaper than one array element per lane.
+
+A value of the interpreter is a numpy scalar (the same in every lane: a parameter, a constant, a
+position that does not vary in the batch), an array of one element (row) per lane, or a
+:class:`Ramp`: ``start, start + step, ...`` over the lanes, kept symbolic while integer arithmetic
+allows (``ABSOLUTE_POS_X`` of a one-dimensional launch, ``i + 1``, ``2 * i``). An array access
+whose index is a ramp of step 1 is a slice of the array (a view, or a masked ``copyto``) instead of
+a gather or a scatter, and a comparison of a ramp with a scalar is a prefix or suffix mask. Every
+operation the ramp rules do not cover materializes it (:meth:`Ramp.array`), with the same result.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cubeplug.lang.types import DType
+
+_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
+}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+@dataclass(frozen=True, slots=True)
+class Ramp:
+    """The integers ``start + step * j`` for lanes ``j < n``, all inside the range of ``dtype``."""
+
+    start: int
+    step: int
+    n: int
+    dtype: np.dtype[Any]
+
+    def value(self, j: int) -> int:
+        """The value of lane ``j``."""
+        return self.start + self.step * j
+
+    def array(self) -> np.ndarray:
+        """The lane values as an array."""
+        if self.step > 0 and self.start >= 0:
+            return np.arange(self.start, self.start + self.step * self.n, self.step, dtype=self.dtype)
+        return (np.arange(self.n, dtype=np.int64) * self.step + self.start).astype(self.dtype)
+
+
+def make(start: int, step: int, n: int, dtype: np.dtype[Any]) -> Any:
+    """A ramp, a scalar for step 0, or None when a lane's value leaves the range of ``dtype``
+    (wrapping is left to the array arithmetic)."""
+    info = np.iinfo(dtype)
+    last = start + step * (n - 1)
+    if not (info.min <= min(start, last) and max(start, last) <= info.max):
+        return None
+    if step == 0:
+        return dtype.type(start)
+    return Ramp(start, step, n, dtype)
+
+
+def as_int(v: Any) -> int | None:
+    """``v`` as a Python int when it is one integer value for every lane, else None."""
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu":
+        return int(v)
+    return None
+
+
+def materialize(v: Any) -> Any:
+    """A ramp as an array; any other value unchanged."""
+    return v.array() if isinstance(v, Ramp) else v
+
+
+def binary(op: str, a: Any, b: Any, ty: DType) -> Any:
+    """``a op b`` with a ramp operand, as a ramp (or a mask for a comparison); None when the rules
+    do not cover it."""
+    if not ty.is_int or ty.is_vector:
+        return None
+    ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
+    if op in _CMP:
+        if ra and (s := as_int(b)) is not None:
+            return compare(op, a, s)
+        if rb and (s := as_int(a)) is not None:
+            return compare(_FLIP[op], b, s)
+        return None
+    dt = ty.np
+    if ra and rb:
+        if op in ("+", "-") and a.n == b.n:
+            sign = 1 if op == "+" else -1
+            return make(a.start + sign * b.start, a.step + sign * b.step, a.n, dt)
+        return None
+    r, s = (a, as_int(b)) if ra else (b, as_int(a))
+    if s is None:
+        return None
+    if op == "+":
+        return make(r.start + s, r.step, r.n, dt)
+    if op == "*":
+        return make(r.start * s, r.step * s, r.n, dt)
+    if op == "-":
+        return make(r.start - s, r.step, r.n, dt) if ra else make(s - r.start, -r.step, r.n, dt)
+    return None
+
+
+def unary(op: str, a: Ramp, ty: DType) -> Any:
+    """``-a`` of a ramp (signed types, in range), else None."""
+    if op == "-" and ty.is_int:
+        return make(-a.start, -a.step, a.n, ty.np)
+    return None
+
+
+def cast(a: Ramp, ty: DType) -> Any:
+    """A ramp converted to another integer type where every lane fits, else None."""
+    if ty.is_int and not ty.is_vector:
+        return make(a.start, a.step, a.n, ty.np)
+    return None
+
+
+def compare(op: str, r: Ramp, s: int) -> np.ndarray:
+    """``r op s`` per lane: the ramp is monotonic, so the result switches at most once (one lane
+    differs for ``==``/``!=``)."""
+    fn = _CMP[op]
+    if op in ("==", "!="):
+        out = np.full(r.n, op == "!=")
+        j, rem = divmod(s - r.start, r.step)
+        if rem == 0 and 0 <= j < r.n:
+            out[j] = op == "=="
+        return out
+    first = fn(r.start, s)
+    lo, hi = 0, r.n  # the first lane whose result differs from lane 0's
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fn(r.value(mid), s) == first:
+            lo = mid + 1
+        else:
+            hi = mid
+    out = np.empty(r.n, bool)
+    out[:lo] = first
+    out[lo:] = not first
+    return out
+
+
+def position(name: str, count: tuple[int, int, int], dims: tuple[int, int, int], c0: int, c1: int) -> Any:
+    """The per-axis position builtin ``name`` for the lanes of cubes ``c0 <= c < c1`` (units
+    fastest, x fastest): a scalar where it does not vary, a ramp for ``ABSOLUTE_POS_X`` of
+    one-dimensional cubes within one row of the grid, else a u32 array."""
+    base, axis = name.rsplit("_", 1)
+    a = "XYZ".index(axis)
+    u32 = np.dtype(np.uint32)
+    if base == "CUBE_COUNT":
+        return u32.type(count[a])
+    units = dims[0] * dims[1] * dims[2]
+    ncubes = c1 - c0
+    if (base == "ABSOLUTE_POS" and a == 0 and units == dims[0]
+            and c0 // count[0] == (c1 - 1) // count[0]):
+        return make((c0 % count[0]) * dims[0], 1, ncubes * units, u32)
+    unit: Any = u32.type(0)
+    cube: Any = u32.type(0)
+    if base != "CUBE_POS" and dims[a] > 1:
+        pattern = (np.arange(units) // (1, dims[0], dims[0] * dims[1])[a]) % dims[a]
+        unit = np.tile(pattern.astype(u32), ncubes)
+    if base != "UNIT_POS" and count[a] > 1:
+        cid = (np.arange(c0, c1) // (1, count[0], count[0] * count[1])[a]) % count[a]
+        cube = u32.type(cid[0]) if ncubes == 1 else np.repeat(cid.astype(u32), units)
+    if base == "UNIT_POS":
+        return unit
+    if base == "CUBE_POS":
+        return cube
+    return (cube * u32.type(dims[a]) + unit).astype(u32) if np.ndim(cube) or np.ndim(unit) else \
+        u32.type(int(cube) * dims[a] + int(unit))
