@@ -11,9 +11,12 @@ apt_update() {
   [ -n "$APT_UPDATED" ] && return 0
   $SUDO apt-get update -qq && APT_UPDATED=1
 }
+installed() {  # dpkg -s also answers for a removed package whose config files remain
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
 apt_install() {
   local missing=()
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  for p in "$@"; do installed "$p" || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   apt_update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -25,7 +28,7 @@ apt_install mesa-vulkan-drivers libvulkan1 ocl-icd-libopencl1
 # know ("unknown target CPU 'generic'"), so it is installed only where the distribution has none.
 # With both present the backend offers the newer one that compiles (cubeplug doctor says which).
 POCL_EXTRA=pocl
-if dpkg -s pocl-opencl-icd >/dev/null 2>&1 \
+if installed pocl-opencl-icd \
   || { apt_update && [ -n "$(apt-cache policy pocl-opencl-icd 2>/dev/null | grep -v '(none)' | grep Candidate)" ]; }; then
   apt_install pocl-opencl-icd
   POCL_EXTRA=opencl
