@@ -13,7 +13,7 @@ import ast
 import functools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cubeplug.core.errors import CompileError, ValidationError
 from cubeplug.lang.compile import Specialized, pick_dialect, specialize
@@ -21,6 +21,10 @@ from cubeplug.lang.errors import KernelError, NotInKernelError
 from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source
 from cubeplug.lang.printer import print_kernel
 from cubeplug.lang.source import Captured, capture
+
+if TYPE_CHECKING:
+    from cubeplug.core.client import ComputeClient
+    from cubeplug.core.kernel import CubeCount
 
 CubeDim = int | tuple[int, ...]
 
@@ -69,12 +73,14 @@ class LangKernel:
     # After the first launch without comptime values, ``launch`` and ``launch_unchecked`` are
     # instance attributes: generated dispatchers (compile.dispatcher_source) that launch directly
     # when the client and cube dim are those of the previous launch, and call ``_dispatch`` else.
-    def launch(self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any) -> None:
+    def launch(self, client: ComputeClient, count: CubeCount | int | tuple[int, ...], cube_dim: CubeDim,
+               *args: Any, **comptime: Any) -> None:
         """Launch with bound-checked array accesses (out-of-bounds writes dropped, reads give 0)."""
         self._dispatch(True, client, count, cube_dim, args, comptime)
 
     def launch_unchecked(
-        self, client: Any, count: Any, cube_dim: CubeDim, *args: Any, **comptime: Any
+        self, client: ComputeClient, count: CubeCount | int | tuple[int, ...], cube_dim: CubeDim,
+        *args: Any, **comptime: Any,
     ) -> None:
         """Launch without bound checks (and without the client's argument validation)."""
         self._dispatch(False, client, count, cube_dim, args, comptime)
@@ -130,7 +136,7 @@ class LangKernel:
         self._dispatch(checked, client, count, cube_dim, given, comptime)
 
     def specialized(
-        self, client: Any, cube_dim: CubeDim = 256, *, checked: bool = True, **comptime: Any
+        self, client: ComputeClient, cube_dim: CubeDim = 256, *, checked: bool = True, **comptime: Any
     ) -> Specialized:
         """The specialization for a client (its dialect and dtypes), cube dim and comptime values."""
         dialects = tuple(client.server.dialects)
@@ -199,7 +205,8 @@ class LangKernel:
         )
 
     # ------------------------------------------------------------------------------- inspection
-    def source(self, client: Any, cube_dim: CubeDim = 256, *, checked: bool = True, **comptime: Any) -> str:
+    def source(self, client: ComputeClient, cube_dim: CubeDim = 256, *, checked: bool = True,
+               **comptime: Any) -> str:
         """The generated source for the client's dialect (the IR text for the python dialect)."""
         spec = self.specialized(client, cube_dim, checked=checked, **comptime)
         return spec.source if isinstance(spec.source, str) else print_kernel(spec.ir)

@@ -8,6 +8,7 @@ A :class:`DType` (``f32``, ``u32``, ...) is both a type annotation and, inside a
 from __future__ import annotations
 
 import functools
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,8 @@ class Vec:
         if not (isinstance(args, tuple) and len(args) == 2):
             raise TypeError("Vec takes an element type and a width: Vec[f32, 4]")
         elem, width = args
+        if typing.get_origin(width) is typing.Literal:  # Vec[f32, Literal[4]], for type checkers
+            (width,) = typing.get_args(width)
         if not isinstance(elem, DType) or elem.name not in VECTOR_ELEMS:
             raise TypeError(f"Vec elements are one of {', '.join(VECTOR_ELEMS)}, got {elem!r}")
         if width not in VECTOR_WIDTHS or isinstance(width, bool):
@@ -103,6 +106,14 @@ class Vec:
         if width == 1:
             return elem
         return DType(f"{elem.name}x{width}", elem.kind, elem.bits, width)
+
+
+f32x2: DType = Vec.__class_getitem__((f32, 2))
+f32x4: DType = Vec.__class_getitem__((f32, 4))
+i32x2: DType = Vec.__class_getitem__((i32, 2))
+i32x4: DType = Vec.__class_getitem__((i32, 4))
+u32x2: DType = Vec.__class_getitem__((u32, 2))
+u32x4: DType = Vec.__class_getitem__((u32, 4))
 
 
 @dataclass(frozen=True)
