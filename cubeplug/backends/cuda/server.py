@@ -217,6 +217,7 @@ class CudaServer(ComputeServer):
             grid = self._dynamic_grid(stream_id, count.handle)
             if grid is None:
                 return
+            self.check_count(*grid)  # as a static count is checked, before anything is queued
         else:
             grid = (count.x, count.y, count.z)
         program: CudaProgram = compiled.program

@@ -242,7 +242,7 @@ class StagingChunk:
         self.size = size
 
     def __del__(self) -> None:
-        pool = self.pool
+        pool = getattr(self, "pool", None)  # None too when __init__ was interrupted before setting it
         if pool is not None:
             pool.give_back(StagingChunk(None, self.buffer, self.array, self.size))
 

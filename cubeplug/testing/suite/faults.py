@@ -34,7 +34,6 @@ LAUNCHES = 40
 CHILD_TIMEOUT = 60.0
 
 
-_STDLIB = os.path.dirname(os.__file__)
 _SUITE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cubeplug/testing
 
 
@@ -42,11 +41,22 @@ class _Interrupt(KeyboardInterrupt):
     """The KeyboardInterrupt the tests inject (a subclass: nothing else raises it)."""
 
 
-def _interrupt_at_line(fn: Callable[[], Any], target: int) -> int:
+def _code_roots(client: Any) -> tuple[str, ...]:
+    """The directories of cubeplug's package and of the package that holds the client's server (a
+    third-party backend's): the code whose interrupt safety the suite checks. The driver libraries
+    (wgpu-py, PyOpenCL, CuPy) are not ours to make interrupt-safe: on Vulkan an interrupt inside
+    wgpu-py's own Python code crashed the process."""
+    here = os.path.dirname(_SUITE)  # cubeplug/
+    module = sys.modules.get(type(client.server).__module__.split(".")[0])
+    backend = os.path.dirname(os.path.abspath(module.__file__)) if module and module.__file__ else here
+    return tuple({here + os.sep, backend + os.sep})
+
+
+def _interrupt_at_line(fn: Callable[[], Any], target: int, roots: tuple[str, ...]) -> int:
     """Run ``fn()`` with :class:`_Interrupt` raised at the ``target``-th point where a signal could
-    land in the cubeplug code it runs (this thread): a function's entry or its return to its caller,
-    which is where CPython runs signal handlers (on entry, after a call, on a backward jump); the
-    number of points seen (fewer than ``target``: it ran to its end)."""
+    land in the code under ``roots`` it runs (this thread): a function's entry or its return to its
+    caller, which is where CPython runs signal handlers (on entry, after a call, on a backward jump);
+    the number of points seen (fewer than ``target``: it ran to its end)."""
     seen = [0]
 
     def hit() -> None:
@@ -60,10 +70,10 @@ def _interrupt_at_line(fn: Callable[[], Any], target: int) -> int:
         return trace
 
     def first(frame: FrameType, event: str, arg: Any) -> Any:
-        # cubeplug's own code and the backend's, not the standard library's (whose locks are not
-        # interrupt-safe) nor the suite's
+        # cubeplug's own code and the backend's (``roots``), not the standard library's (whose
+        # locks are not interrupt-safe), a driver library's, nor the suite's
         name = frame.f_code.co_filename
-        if event != "call" or name.startswith((_STDLIB, _SUITE)) or "site-packages" in name:
+        if event != "call" or name.startswith(_SUITE) or not name.startswith(roots):
             return None
         outer: FrameType | None = frame
         while outer is not None:  # not in finalizers: Python ignores (and reports) what they raise
@@ -83,9 +93,10 @@ def _interrupt_at_line(fn: Callable[[], Any], target: int) -> int:
     return seen[0]
 
 
-def _trial_outcome(client: Any, h: Any, accepted: int) -> str:
+def _trial_outcome(client: Any, h: Any, accepted: int, in_flight: int = 0) -> str:
     """"ran" when every accepted launch ran once, "reported" when a WorkDroppedError said some were
-    dropped (then none ran twice); fails otherwise."""
+    dropped (then none ran twice); fails otherwise. ``in_flight`` launches were interrupted around
+    their call: each may have been accepted (it returned, the count was not yet raised) or not."""
     reported = False
     for _ in range(3):  # the error is raised once; the reads after it see what ran
         try:
@@ -99,7 +110,10 @@ def _trial_outcome(client: Any, h: Any, accepted: int) -> str:
     if reported:
         assert got[0] <= accepted, f"{got[0]} launches ran, only {accepted} were accepted"
         return "reported"
-    assert got[0] == accepted, f"silent loss: {accepted} launches accepted, {got[0]} ran, nothing raised"
+    assert accepted <= got[0] <= accepted + in_flight, (
+        f"silent loss: {accepted} launches accepted ({in_flight} more interrupted around their call), "
+        f"{got[0]} ran, nothing raised"
+    )
     return "ran"
 
 
@@ -115,6 +129,7 @@ class TestInterrupts:
         k = gates.kernel(c, kernels.ADD_ONE)
         n = 64
         outcomes: dict[str, int] = {"ran": 0, "reported": 0}
+        roots = _code_roots(c)
         for which in range(4):
             target = 1
             while target < 2000:
@@ -123,7 +138,7 @@ class TestInterrupts:
                 for _ in range(LAUNCHES):
                     c.launch(k, 1, [h], [n])
                     accepted += 1
-                seen = _interrupt_at_line(_flush_paths(c, h)[which], target)
+                seen = _interrupt_at_line(_flush_paths(c, h)[which], target, roots)
                 outcomes[_trial_outcome(c, h, accepted)] += 1
                 if seen < target:  # the call ran to its end before the line: every line was tried
                     break
@@ -154,7 +169,7 @@ class TestInterrupts:
             for _trial in range(25):
                 h = c.create(np.zeros(n, np.int32))
                 c.sync()
-                accepted = 0
+                accepted = in_flight = 0
                 main = threading.main_thread().ident
                 assert main is not None
                 timer = threading.Timer(rng.uniform(0.0, 0.01), signal.pthread_kill, (main, signal.SIGINT))
@@ -162,8 +177,12 @@ class TestInterrupts:
                     try:
                         timer.start()
                         for i in range(LAUNCHES):
+                            # A signal can land after the launch returned and before the count is
+                            # raised: the launch is then "in flight" (both stores of the tuple
+                            # assignment leave the truth within accepted..accepted + in_flight).
+                            in_flight = 1
                             c.launch(k, 1, [h], [n])
-                            accepted += 1
+                            accepted, in_flight = accepted + 1, 0
                             if i % 7 == 3:
                                 c.flush()
                             if i % 13 == 5:
@@ -174,7 +193,8 @@ class TestInterrupts:
                         _stop(timer)
                 except _Interrupt:
                     outcomes["interrupted"] += 1
-                outcomes[_absorb(lambda h=h, accepted=accepted: _trial_outcome(c, h, accepted))] += 1
+                outcome = _absorb(lambda h=h, a=accepted, f=in_flight: _trial_outcome(c, h, a, f))
+                outcomes[outcome] += 1
         finally:
             signal.signal(signal.SIGINT, previous)
             sys.unraisablehook = hook
