@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cubeplug.core.paths import ENV_CACHE_DIR, cache_dir
+
 log = logging.getLogger("cubeplug.tune")
 
-#: The variable that moves the cache directory (tests, CI, read-only homes).
-ENV_CACHE_DIR = "CUBEPLUG_CACHE_DIR"
 #: The SQLite file of tuning results inside the cache directory.
 DB_NAME = "autotune.sqlite3"
 _SCHEMA_VERSION = 1
@@ -45,16 +45,6 @@ CREATE TABLE IF NOT EXISTS autotune (
 
 class TuneCacheWarning(UserWarning):
     """The persistent autotune cache is unusable; results stay in memory for this process."""
-
-
-def cache_dir() -> Path:
-    """The cache directory: ``$CUBEPLUG_CACHE_DIR`` or ``platformdirs.user_cache_dir("cubeplug")``."""
-    override = os.environ.get(ENV_CACHE_DIR, "").strip()
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("cubeplug"))
 
 
 def default_db_path() -> Path:
