@@ -8,7 +8,7 @@ The kernels live in this file so that ``@cl.kernel`` can capture their source.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,94 +19,95 @@ from cubeplug.lang import Array, Atomic, Comptime, f32, i32, u32
 from cubeplug.lang.compile import DIALECTS, pick_dialect
 from cubeplug.testing import gates
 
+
 # --------------------------------------------------------------------------------------- kernels
-# mypy cannot read the language's annotations (``Array[f32]``, ``Comptime[int]``) nor its builtins'
-# arithmetic, so the kernels are hidden from it and declared for it below.
-if TYPE_CHECKING:
-    lang_axpy: cl.LangKernel
-    lang_block_sum: cl.LangKernel
-    lang_scale_or_square: cl.LangKernel
-    lang_smoothstep: cl.LangKernel
-    lang_first_above: cl.LangKernel
-    lang_histogram: cl.LangKernel
-    lang_write_all: cl.LangKernel
-else:
-    @cl.kernel
-    def lang_axpy(x: Array[f32], y: Array[f32], a: f32):
-        i = cl.ABSOLUTE_POS
-        if i < len(y):
-            y[i] += a * x[i]
+# The kernels type-check (cubeplug.lang declares its names for mypy), as users' kernels do.
+@cl.kernel
+def lang_axpy(x: Array[f32], y: Array[f32], a: f32) -> None:
+    i = cl.ABSOLUTE_POS
+    if i < len(y):
+        y[i] += a * x[i]
 
-    @cl.kernel
-    def lang_block_sum(x: Array[f32], out: Array[f32], BLOCK: Comptime[int]):
-        """Each cube sums its BLOCK values in shared memory (a tree reduction) into out[CUBE_POS]."""
-        buf = cl.shared(f32, BLOCK)
-        i = cl.ABSOLUTE_POS
-        buf[cl.UNIT_POS] = x[i] if i < len(x) else 0.0
+
+@cl.kernel
+def lang_block_sum(x: Array[f32], out: Array[f32], BLOCK: Comptime[int]) -> None:
+    """Each cube sums its BLOCK values in shared memory (a tree reduction) into out[CUBE_POS]."""
+    buf = cl.shared(f32, BLOCK)
+    i = cl.ABSOLUTE_POS
+    buf[cl.UNIT_POS] = x[i] if i < len(x) else 0.0
+    cl.sync_cube()
+    s = u32(BLOCK // 2)
+    while s > 0:
+        if s > cl.UNIT_POS:
+            buf[cl.UNIT_POS] += buf[cl.UNIT_POS + s]
         cl.sync_cube()
-        s = u32(BLOCK // 2)
-        while s > 0:
-            if s > cl.UNIT_POS:
-                buf[cl.UNIT_POS] += buf[cl.UNIT_POS + s]
-            cl.sync_cube()
-            s = s >> 1
-        if cl.UNIT_POS == 0:
-            out[cl.CUBE_POS] = buf[0]
+        s = s >> 1
+    if cl.UNIT_POS == 0:
+        out[cl.CUBE_POS] = buf[0]
 
-    @cl.kernel
-    def lang_scale_or_square(x: Array[f32], y: Array[f32], SQUARE: Comptime[bool], FACTOR: Comptime[float]):
-        i = cl.ABSOLUTE_POS
-        if i < len(x):
-            if SQUARE:
-                y[i] = x[i] * x[i]
-            else:
-                y[i] = x[i] * FACTOR
 
-    @cl.func
-    def lang_clamp01(v: f32) -> f32:
-        lo = max(v, 0.0)
-        return min(lo, 1.0)
+@cl.kernel
+def lang_scale_or_square(
+    x: Array[f32], y: Array[f32], SQUARE: Comptime[bool], FACTOR: Comptime[float]
+) -> None:
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        if SQUARE:
+            y[i] = x[i] * x[i]
+        else:
+            y[i] = x[i] * FACTOR
 
-    @cl.func
-    def lang_smooth(v: f32) -> f32:
-        c = lang_clamp01(v)
-        return c * c * (3.0 - 2.0 * c)
 
-    @cl.kernel
-    def lang_smoothstep(x: Array[f32], y: Array[f32]):
-        i = cl.ABSOLUTE_POS
-        if i < len(x):
-            y[i] = lang_smooth(x[i])
+@cl.func
+def lang_clamp01(v: f32) -> f32:
+    lo = max(v, 0.0)
+    return min(lo, 1.0)
 
-    @cl.kernel
-    def lang_first_above(x: Array[f32], out: Array[i32], limit: f32, stride: u32):
-        """Each unit scans its row of ``stride`` values for the first one above ``limit`` (-1: none)."""
-        row = cl.ABSOLUTE_POS
-        if row * stride >= len(x):
-            return
-        found = i32(-1)
-        j = u32(0)
-        while True:
-            if j >= stride:
-                break
-            if x[row * stride + j] > limit:
-                found = i32(j)
-                break
-            j += 1
-        out[row] = found
 
-    @cl.kernel
-    def lang_histogram(x: Array[u32], bins: Array[Atomic[u32]], NBINS: Comptime[int]):
-        i = cl.ABSOLUTE_POS
-        if i < len(x):
-            cl.atomic_add(bins, x[i] % NBINS, 1)
+@cl.func
+def lang_smooth(v: f32) -> f32:
+    c = lang_clamp01(v)
+    return c * c * (3.0 - 2.0 * c)
 
-    @cl.kernel
-    def lang_write_all(y: Array[f32], n: u32):
-        """Writes i to y[i] for every i < n, whatever len(y) is (out of bounds when n > len(y))."""
-        i = cl.ABSOLUTE_POS
-        if i < n:
-            y[i] = f32(i)
+
+@cl.kernel
+def lang_smoothstep(x: Array[f32], y: Array[f32]) -> None:
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        y[i] = lang_smooth(x[i])
+
+
+@cl.kernel
+def lang_first_above(x: Array[f32], out: Array[i32], limit: f32, stride: u32) -> None:
+    """Each unit scans its row of ``stride`` values for the first one above ``limit`` (-1: none)."""
+    row = cl.ABSOLUTE_POS
+    if row * stride >= len(x):
+        return
+    found = i32(-1)
+    j = u32(0)
+    while True:
+        if j >= stride:
+            break
+        if x[row * stride + j] > limit:
+            found = i32(j)
+            break
+        j += 1
+    out[row] = found
+
+
+@cl.kernel
+def lang_histogram(x: Array[u32], bins: Array[Atomic[u32]], NBINS: Comptime[int]) -> None:
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        cl.atomic_add(bins, x[i] % NBINS, 1)
+
+
+@cl.kernel
+def lang_write_all(y: Array[f32], n: u32) -> None:
+    """Writes i to y[i] for every i < n, whatever len(y) is (out of bounds when n > len(y))."""
+    i = cl.ABSOLUTE_POS
+    if i < n:
+        y[i] = f32(i)
 
 
 # ------------------------------------------------------------------------------------------ gate
