@@ -6,18 +6,15 @@ from __future__ import annotations
 import ast
 import builtins
 import math as pymath
-from typing import TYPE_CHECKING
 
 from cubeplug.lang import builtins as clb
 from cubeplug.lang import infer, ir, returns, vectors
 from cubeplug.lang.errors import KernelTypeError
 from cubeplug.lang.func import LangFunc
 from cubeplug.lang.infer import Val, is_expr, known
+from cubeplug.lang.lowering import Lowering
 from cubeplug.lang.scope import ArrayRef, Frame, assign_counts, hashable
 from cubeplug.lang.types import DType, bool_, f32, i32, u32
-
-if TYPE_CHECKING:
-    from cubeplug.lang.lower import Lowerer
 
 _PY_MATH = {
     builtins.abs: "abs", builtins.min: "min", builtins.max: "max", pymath.sqrt: "sqrt",
@@ -26,7 +23,7 @@ _PY_MATH = {
 }
 
 
-def lower_call(lw: Lowerer, node: ast.Call, statement: bool) -> Val:
+def lower_call(lw: Lowering, node: ast.Call, statement: bool) -> Val:
     """A call; ``statement`` when its value is unused (``sync_cube()`` must be one)."""
     loc = lw.loc(node)
     fn = lw.expr(node.func)
@@ -83,7 +80,7 @@ def lower_call(lw: Lowerer, node: ast.Call, statement: bool) -> Val:
         f"@cl.func helpers can be called", node, "call",
     )
 
-def length(lw: Lowerer, args: list[Val], node: ast.Call) -> Val:
+def length(lw: Lowering, args: list[Val], node: ast.Call) -> Val:
     """``len(a)``: the hidden length of a global array, the size of a shared/local one."""
     if len(args) != 1 or not isinstance(args[0], ArrayRef):
         raise lw.syntax("len() takes one array", node, "len")
@@ -94,7 +91,7 @@ def length(lw: Lowerer, args: list[Val], node: ast.Call) -> Val:
     st.len_used = True
     return ir.Var(st.len_name, u32, lw.loc(node), "len")
 
-def array_decl(lw: Lowerer, node: ast.Call, space: str) -> ArrayRef:
+def array_decl(lw: Lowering, node: ast.Call, space: str) -> ArrayRef:
     """``shared(T, N)`` / ``local(T, N)``: a declaration at the top of the kernel."""
     loc = lw.loc(node)
     if len(node.args) != 2:
@@ -110,7 +107,7 @@ def array_decl(lw: Lowerer, node: ast.Call, space: str) -> ArrayRef:
     lw.decls.append(ir.ArrayDecl(name, ty, size, space, loc))
     return ArrayRef(name, ty, False, space, size)
 
-def atomic(lw: Lowerer, op: str, node: ast.Call, statement: bool) -> Val:
+def atomic(lw: Lowering, op: str, node: ast.Call, statement: bool) -> Val:
     """An atomic statement; its old value in a fresh local unless the call is a statement."""
     loc = lw.loc(node)
     nvals = clb.ATOMICS[op]
@@ -134,7 +131,7 @@ def atomic(lw: Lowerer, op: str, node: ast.Call, statement: bool) -> Val:
                         lw.touch(arr, idx, True)))
     return None if out is None else ir.Var(out, arr.elem, loc)
 
-def inline(lw: Lowerer, fn: LangFunc, node: ast.Call) -> Val:
+def inline(lw: Lowering, fn: LangFunc, node: ast.Call) -> Val:
     """A ``@cl.func`` call inlined: arguments bound in a new frame, the body lowered in place."""
     loc = lw.loc(node)
     if any(f.captured.fn is fn.fn for f in lw.frames):
@@ -184,7 +181,7 @@ def inline(lw: Lowerer, fn: LangFunc, node: ast.Call) -> Val:
 RESULT = "cl__result"
 
 
-def inline_branches(lw: Lowerer, frame: Frame, body: list[ast.stmt]) -> Val:
+def inline_branches(lw: Lowering, frame: Frame, body: list[ast.stmt]) -> Val:
     """A helper whose ``return`` is not only its last statement: the body hoisted (``returns.py``)
     so that each ``return e`` ends a branch and assigns the result local."""
     bad = returns.in_loop(body)

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from cubeplug.lang import infer, ir
 from cubeplug.lang.errors import KernelTypeError
 from cubeplug.lang.infer import Val, is_expr
+from cubeplug.lang.lowering import Lowering
 from cubeplug.lang.scope import ArrayRef
 from cubeplug.lang.types import u32
-
-if TYPE_CHECKING:
-    from cubeplug.lang.lower import Lowerer
 
 #: Tensor attributes: ``shape`` and ``stride`` are indexed by a comptime dimension.
 ATTRIBUTES = ("shape", "stride", "rank")
@@ -36,7 +33,7 @@ class TensorMeta:
     what: str
 
 
-def meta_var(lw: Lowerer, ref: ArrayRef, what: str, dim: int, node: ast.AST) -> ir.Var:
+def meta_var(lw: Lowering, ref: ArrayRef, what: str, dim: int, node: ast.AST) -> ir.Var:
     """The hidden scalar holding ``what`` (shape, stride, rank) of tensor ``ref`` (at ``dim``)."""
     st = lw.arrays[ref.name]
     key = (what, dim)
@@ -49,7 +46,7 @@ def meta_var(lw: Lowerer, ref: ArrayRef, what: str, dim: int, node: ast.AST) -> 
     return ir.Var(name, u32, lw.loc(node), "meta")
 
 
-def attribute(lw: Lowerer, ref: ArrayRef, node: ast.Attribute) -> Val:
+def attribute(lw: Lowering, ref: ArrayRef, node: ast.Attribute) -> Val:
     """``t.shape``, ``t.stride`` (to be indexed) or ``t.rank``."""
     if not ref.tensor or node.attr not in ATTRIBUTES:
         what = "a Tensor parameter" if ref.tensor else "an array"
@@ -61,7 +58,7 @@ def attribute(lw: Lowerer, ref: ArrayRef, node: ast.Attribute) -> Val:
     return TensorMeta(ref, node.attr)
 
 
-def meta_index(lw: Lowerer, meta: TensorMeta, node: ast.Subscript) -> ir.Var:
+def meta_index(lw: Lowering, meta: TensorMeta, node: ast.Subscript) -> ir.Var:
     """``t.shape[d]`` / ``t.stride[d]`` with a comptime ``d``."""
     d = lw.expr(node.slice)
     if is_expr(d) or not isinstance(d, int) or isinstance(d, bool) or d < 0:
@@ -70,7 +67,7 @@ def meta_index(lw: Lowerer, meta: TensorMeta, node: ast.Subscript) -> ir.Var:
     return meta_var(lw, meta.ref, meta.what, d, node)
 
 
-def index(lw: Lowerer, ref: ArrayRef, node: ast.expr) -> tuple[ir.Expr, ir.Expr | None]:
+def index(lw: Lowering, ref: ArrayRef, node: ast.expr) -> tuple[ir.Expr, ir.Expr | None]:
     """``t[i, j, ...]`` as a flat u32 index through the strides, and the shape guard of a checked
     launch (None unchecked). The number of indices is the rank the launch must pass."""
     elts = node.elts if isinstance(node, ast.Tuple) else [node]
