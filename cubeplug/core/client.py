@@ -124,6 +124,27 @@ class ComputeClient:
         with self._lock:
             return self._server.create(data, sid)
 
+    def write(self, handle: Handle, data: Any) -> None:
+        """Copy host ``data`` (bytes-like, buffer protocol or numpy) into ``handle`` (a view too),
+        ordered after the work queued before it on this thread's stream, like a launch. The sizes
+        must match; ``data`` may be reused once this returns."""
+        sid = self._sid()
+        with self._lock:
+            self._server.write_into(handle, data, sid)
+
+    def copy(self, src: Handle, dst: Handle) -> None:
+        """Copy ``src`` into ``dst`` on the device (views too; the sizes must match), ordered like a
+        launch: after the work that writes ``src``, before later work that reads ``dst``."""
+        sid = self._sid()
+        with self._lock:
+            self._server.copy_into(src, dst, sid)
+
+    def fill(self, handle: Handle, value: Any, dtype: Any) -> None:
+        """Set every ``dtype`` element of ``handle`` (a view too) to ``value``, ordered like a launch."""
+        sid = self._sid()
+        with self._lock:
+            self._server.fill_with(handle, value, dtype, sid)
+
     def empty_tensor(self, shape: Iterable[int], dtype: Any) -> Tensor:
         """A tensor of uninitialised memory; rows may be padded (pitched) on some backends."""
         sid = self._sid()

@@ -25,7 +25,16 @@ from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError, describe
 from cubeplug.core.handle import Handle, Tensor, contiguous_strides
-from cubeplug.core.kernel import DTYPES, CompileCache, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.kernel import (
+    DTYPES,
+    CompileCache,
+    CubeCount,
+    ExecutionMode,
+    Kernel,
+    Scalar,
+    dtype_of,
+    to_scalar,
+)
 from cubeplug.core.memory import (
     AllocationMode,
     MemoryLimit,
@@ -580,6 +589,53 @@ class ComputeServer(ABC):
     def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
         """A device-side copy of ``handle`` on ``other`` (peer copies); None to go through the host."""
         return None
+
+    def write_into(self, handle: Any, data: Any, stream_id: int) -> None:
+        """Check ``handle`` and ``data`` (the same number of bytes), then :meth:`write` it."""
+        handle = self.check_handle(handle)
+        view = self.as_bytes(data)
+        if view.nbytes != handle.size:
+            raise ValidationError(
+                f"write: {view.nbytes} B of data into a handle of {handle.size} B; the sizes must match "
+                f"(write part of a handle through a view: handle.offset_start(n) / offset_end(n))"
+            )
+        if view.nbytes:
+            self.write(stream_id, handle, view)
+
+    def copy_into(self, src: Any, dst: Any, stream_id: int) -> None:
+        """Check both handles (the same size), then :meth:`copy` ``src`` into ``dst``."""
+        src = self.check_handle(src, "source handle")
+        dst = self.check_handle(dst, "destination handle")
+        if src.size != dst.size:
+            raise ValidationError(
+                f"copy: a source of {src.size} B into a destination of {dst.size} B; the sizes must "
+                f"match (copy part of a handle through views: offset_start(n) / offset_end(n))"
+            )
+        if src.size:
+            self.copy(stream_id, src, dst)
+
+    def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
+        """Queue ``handle`` filled with repetitions of ``pattern`` (one element's bytes; the handle's
+        size is a multiple of it). The default writes the repeated pattern from the host; backends
+        with a fill command override it."""
+        self.write(stream_id, handle, memoryview(pattern * (handle.size // len(pattern))))
+
+    def fill_with(self, handle: Any, value: Any, dtype: Any, stream_id: int) -> None:
+        """Check ``handle``, ``value`` and ``dtype``, then :meth:`fill` it."""
+        handle = self.check_handle(handle)
+        name = dtype_of(dtype)
+        dt = DTYPES[name]
+        if handle.size % dt.itemsize:
+            raise ValidationError(
+                f"fill: a handle of {handle.size} B is not a whole number of {name} elements "
+                f"({dt.itemsize} B each)"
+            )
+        try:
+            pattern = to_scalar(Scalar("value", name), value, "fill").tobytes()
+        except ValidationError as e:
+            raise ValidationError(f"fill: {value!r} cannot be stored as {name}: {e}") from None
+        if handle.size:
+            self.fill(stream_id, handle, pattern)
 
     def copy_handle(self, src: Handle, stream_id: int) -> Handle:
         """A new handle of this server holding a device copy of ``src``."""

@@ -22,6 +22,7 @@ pytest.register_assert_rewrite(
     "cubeplug.testing.suite.memory",
     "cubeplug.testing.suite.runtime",
     "cubeplug.testing.suite.streams",
+    "cubeplug.testing.suite.writes",
 )
 
 from cubeplug.testing.fixtures import (  # noqa: E402
@@ -45,6 +46,7 @@ from cubeplug.testing.suite.runtime import (  # noqa: E402
     TestToClient,
 )
 from cubeplug.testing.suite.streams import TestStreams  # noqa: E402
+from cubeplug.testing.suite.writes import TestWriteCopyFill  # noqa: E402
 
 __all__ = [
     "TestBadInput",
@@ -63,6 +65,7 @@ __all__ = [
     "TestTensors",
     "TestToClient",
     "TestViews",
+    "TestWriteCopyFill",
     "cubeplug_backend",
     "cubeplug_client",
     "cubeplug_cpu_client",
