@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,8 +20,16 @@ from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, dtype_of
 from cubeplug.core.stream import current_stream_id
 
-if TYPE_CHECKING:
-    from cubeplug.backends.cuda.server import CudaServer
+
+class Exporter(Protocol):
+    """What a view needs of the CUDA server (which imports this module): the handle's device
+    address with the stream that orders its bytes, the streams' events, and the device."""
+
+    device: Any
+    streams: Any
+
+    def export_pointer(self, handle: Handle, stream_id: int) -> tuple[int, Any]:
+        """The handle's device address and the stream after whose queued work its bytes are final."""
 
 
 def view_shape(
@@ -52,7 +60,7 @@ def view_shape(
 
 
 def cupy_view(
-    server: CudaServer, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int
+    server: Exporter, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int
 ) -> Any:
     """A ``cupy.ndarray`` over ``handle``'s memory, ordered after the work queued on it."""
     import cupy
@@ -90,7 +98,7 @@ class CudaArrayView:
 
 
 def array_view(
-    server: CudaServer, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int
+    server: Exporter, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int
 ) -> CudaArrayView:
     """A :class:`CudaArrayView` of ``handle`` (for PyTorch, Numba, CuPy and any CAI consumer)."""
     dims, dt, _ = view_shape(handle, dtype, shape)

@@ -19,6 +19,7 @@ import numpy as np
 
 from cubeplug.backends.cuda.compiler import DIALECTS, CudaProgram, compile_cuda
 from cubeplug.backends.cuda.device import DeviceGuard, query
+from cubeplug.backends.cuda.interop import cupy_view
 from cubeplug.backends.cuda.launch import driver_available
 from cubeplug.backends.cuda.layout import Rows, pitched_rows, pitched_strides
 from cubeplug.backends.cuda.options import parse_options
@@ -671,8 +672,6 @@ class CudaServer(ComputeServer):
 
     def as_native(self, handle: Handle, dtype: Any, shape: Sequence[int] | None, stream_id: int) -> Any:
         """A zero-copy ``cupy.ndarray`` over a handle, ordered after this stream's queued work."""
-        from cubeplug.backends.cuda.interop import cupy_view
-
         return cupy_view(self, handle, dtype, shape, stream_id)
 
     def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
