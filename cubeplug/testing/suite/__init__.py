@@ -20,6 +20,7 @@ pytest.register_assert_rewrite(
     "cubeplug.testing.suite.lang",
     "cubeplug.testing.suite.launch",
     "cubeplug.testing.suite.memory",
+    "cubeplug.testing.suite.model",
     "cubeplug.testing.suite.runtime",
     "cubeplug.testing.suite.streams",
     "cubeplug.testing.suite.writes",
@@ -38,6 +39,7 @@ from cubeplug.testing.suite.faults import TestFork, TestInterrupts  # noqa: E402
 from cubeplug.testing.suite.lang import TestLang, lang_client  # noqa: E402
 from cubeplug.testing.suite.launch import TestCubeCount, TestLaunch  # noqa: E402
 from cubeplug.testing.suite.memory import TestMemory  # noqa: E402
+from cubeplug.testing.suite.model import TestClientModel  # noqa: E402
 from cubeplug.testing.suite.runtime import (  # noqa: E402
     TestClose,
     TestCompileCache,
@@ -50,6 +52,7 @@ from cubeplug.testing.suite.writes import TestWriteCopyFill  # noqa: E402
 
 __all__ = [
     "TestBadInput",
+    "TestClientModel",
     "TestClose",
     "TestCompileCache",
     "TestCubeCount",
