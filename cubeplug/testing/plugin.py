@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _KEY = pytest.StashKey["XfailList"]()
+_TIMEOUT = pytest.StashKey[float]()
 
 
 def read_xfails(path: str | Path) -> list[str]:
@@ -100,7 +101,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Read the xfail list once."""
+    """Read the xfail list and the hard per-test limit once."""
+    config.stash[_TIMEOUT] = hard_timeout(config)
     path = config.getoption("cubeplug_xfails", default=None)
     if path:
         try:
@@ -189,7 +191,7 @@ def _expire(item: pytest.Item, seconds: float) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Arm the hard per-test limit around setup, call and teardown."""
-    seconds = hard_timeout(item.config)
+    seconds = item.config.stash.get(_TIMEOUT, 0.0)
     if not seconds:
         yield
         return
