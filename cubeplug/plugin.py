@@ -1,4 +1,4 @@
-"""Everything a backend author imports, in one module (DESIGN.md §3).
+"""Everything a backend author imports, in one module (docs/plugins.md).
 
 A backend plugin is a module named by an entry point in the group ``cubeplug.backends``; it
 implements the hooks of :mod:`cubeplug.hookspecs` with :data:`hookimpl`, returns

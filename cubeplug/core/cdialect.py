@@ -1,4 +1,4 @@
-"""The portable ``c`` kernel dialect: one C source for CUDA and OpenCL (DESIGN.md §5).
+"""The portable ``c`` kernel dialect: one C source for CUDA and OpenCL (docs/kernels.md).
 
 A backend that compiles the ``c`` dialect prepends :func:`prelude` for its API and the kernel's
 defines (:func:`defines_block`). The prelude maps the portable macros below and the type spellings

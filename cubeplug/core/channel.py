@@ -1,4 +1,4 @@
-"""The channel between a client and its server (DESIGN.md §1; seed channel/base.rs).
+"""The channel between a client and its server (after cubecl-runtime's channel).
 
 A :class:`DeviceHandle` serialises every call to one server with a re-entrant lock, so a client may
 be used from many threads at once while the server sees one call at a time. Blocking waits (reads,

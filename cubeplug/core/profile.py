@@ -1,4 +1,4 @@
-"""Profiling: tokens that nest and overlap, and the durations they measure (DESIGN.md §8)."""
+"""Profiling: tokens that nest and overlap, and the durations they measure."""
 
 from __future__ import annotations
 

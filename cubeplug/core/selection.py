@@ -1,4 +1,6 @@
-"""Backend selection: selectors, `cubeplug.use()`, precedence, auto-selection, cached clients (DESIGN.md §4).
+"""Backend selection: selectors, `cubeplug.use()`, precedence, auto-selection, cached clients.
+
+Users' guide: docs/backends.md and docs/config.md.
 
 Precedence, first that is set wins: the argument in code > ``with cubeplug.use(...)`` > the environment
 (``CUBEPLUG_BACKEND``, and ``CUBEPLUG_DEVICE`` for the device index) > the project config's

@@ -1,4 +1,4 @@
-"""The ComputeStorage contract: how a backend allocates raw device memory (DESIGN.md §6).
+"""The ComputeStorage contract: how a backend allocates raw device memory (docs/memory.md).
 
 A storage knows nothing of pools, slices or handles. Memory management asks it for pages with
 :meth:`ComputeStorage.alloc`, cuts them into slices, and resolves a slice to a backend resource with

@@ -1,4 +1,4 @@
-"""Streams: per-thread stream ids, the EventStreamBackend contract and MultiStream (DESIGN.md §7).
+"""Streams: per-thread stream ids, the EventStreamBackend contract and MultiStream (docs/memory.md).
 
 Work is ordered per stream. By default each thread has its own stream; ``client.stream()`` opens a
 fresh one for a block. Backends with native streams (CUDA, OpenCL) implement

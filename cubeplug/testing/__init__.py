@@ -1,4 +1,4 @@
-"""The conformance suite every cubeplug backend runs (DESIGN.md §9).
+"""The conformance suite every cubeplug backend runs (docs/plugins.md).
 
 One generic library of tests, gated by the backend's declared capabilities and never by its name,
 instantiated by each backend with a two-line test module::

@@ -1,4 +1,4 @@
-"""The ``cuda`` and ``c`` dialects compiled with NVRTC through ``cupy.RawModule`` (DESIGN.md §5).
+"""The ``cuda`` and ``c`` dialects compiled with NVRTC through ``cupy.RawModule`` (docs/kernels.md).
 
 A ``c`` source gets the shared prelude of :mod:`cubeplug.core.cdialect` and the kernel's defines;
 a ``cuda`` source is native CUDA C++ and gets only the defines. CuPy compiles for the architecture of

@@ -1,4 +1,4 @@
-"""CUDA storage: raw ``cudaMalloc`` pages, deferred ``cudaFree`` (DESIGN.md §6).
+"""CUDA storage: raw ``cudaMalloc`` pages, deferred ``cudaFree`` (docs/memory.md).
 
 The pools above ask for pages rarely and cut them into slices, so a page is a plain ``cudaMalloc``
 (usable from every stream at once, 256-byte aligned or better) rather than CuPy's memory pool or a

@@ -1,4 +1,4 @@
-"""CUDA streams and events for the core MultiStream (DESIGN.md §7), and event-completed futures.
+"""CUDA streams and events for the core MultiStream (docs/memory.md), and event-completed futures.
 
 Every cubeplug stream is a non-blocking CUDA stream (it never synchronises with the legacy default
 stream). Flushing a stream records an ordering event with timing disabled; another stream waits on it

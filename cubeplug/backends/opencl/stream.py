@@ -1,4 +1,4 @@
-"""OpenCL streams: one in-order command queue per stream, markers as events (DESIGN.md §7).
+"""OpenCL streams: one in-order command queue per stream, markers as events (docs/memory.md).
 
 :class:`OpenCLStreams` is the :class:`EventStreamBackend` the core :class:`MultiStream` drives: an
 event is a marker enqueued after the stream's work (and the queue flushed so the work starts), a

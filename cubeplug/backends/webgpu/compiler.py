@@ -1,4 +1,4 @@
-"""The ``wgsl`` kernel dialect: generated declarations (DESIGN.md §5), pipelines and error mapping.
+"""The ``wgsl`` kernel dialect: generated declarations (docs/kernels.md), pipelines and error mapping.
 
 The backend writes the declarations and the user's source provides the entry point with
 ``@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)``. Buffer ``i`` is

@@ -1,4 +1,4 @@
-"""Memory management as in cubecl-runtime (DESIGN.md §6): pools of pages cut into slices.
+"""Memory management as in cubecl-runtime (docs/memory.md): pools of pages cut into slices.
 
 A :class:`MemoryManagement` reserves memory for one stream (or device) from a ladder of pools
 over one :class:`~cubeplug.core.storage.ComputeStorage`, and hands out :class:`SliceToken`

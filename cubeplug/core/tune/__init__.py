@@ -1,4 +1,6 @@
-"""Autotune (DESIGN.md §8): candidates, anchored keys, scoring, elimination, memory and disk caches.
+"""Autotune: candidates, anchored keys, scoring, elimination, memory and disk caches.
+
+Settings: ``[autotune]`` in docs/config.md.
 
 An operation declares a :class:`TunableSet` and calls :func:`autotune`; the first call for a key
 benchmarks the candidates on the client's device, later calls (and later processes, through the

@@ -1,4 +1,6 @@
-"""The autotuner (DESIGN.md §8, seed ``tune/tuner.rs``): benchmark candidates, keep the fastest.
+"""The autotuner (after cubecl-runtime's tuner): benchmark candidates, keep the fastest.
+
+Settings: ``[autotune]`` in docs/config.md.
 
 :func:`autotune` is what an operation calls: it keys the inputs, looks the key up in memory (the
 hot path: one dict lookup), then in the persistent cache (checked against the candidates'
