@@ -12,6 +12,7 @@ to point a backend's compile error at the Python line.
 from __future__ import annotations
 
 from cubeplug.lang import ir
+from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
 from cubeplug.lang.names import entry_name, unwrap
 from cubeplug.lang.types import DType
@@ -107,24 +108,14 @@ def literal(value: int | float | bool, ty: DType) -> str:
     return f"(({C_TYPES[ty.name]}){v})" if v > -(2**63) else "((long long)(-9223372036854775807 - 1))"
 
 
-class CGen:
+class CGen(Emitter):
     """Emits the C source of one :class:`~cubeplug.lang.ir.KernelIR`."""
 
     def __init__(self, k: ir.KernelIR) -> None:
-        self.k = k
-        self.lines: list[str] = []
-        self.locs: list[Loc | None] = []
-        self.depth = 0
-        self.lens = {a.name: a.len_name for a in k.arrays}
-        #: f32 atomic arrays (unsigned int buffers holding f32 bits).
-        self.fbits = {a.name for a in k.arrays if a.atomic and a.elem.is_float}
+        super().__init__(k)
         #: Vector types used (for their CL_MAKE macros) and helper functions, by name.
         self.vec_types: dict[str, DType] = {}
         self.helpers: dict[str, str] = {}
-
-    def line(self, text: str, loc: Loc | None = None) -> None:
-        self.lines.append("    " * self.depth + text)
-        self.locs.append(loc)
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
         self.kernel()
@@ -212,14 +203,8 @@ class CGen:
         self.line("}")
 
     # ------------------------------------------------------------------------------- statements
-    def block(self, b: ir.Block) -> None:
-        for s in b.stmts:
-            self.stmt(s)
-
-    def stmt(self, s: ir.Stmt) -> None:
-        if isinstance(s, ir.Assign):
-            self.line(f"{s.name} = {unwrap(self.expr(s.value))};", s.loc)
-        elif isinstance(s, ir.Store):
+    def stmt_memory(self, s: ir.Store | ir.Atomic | ir.Barrier) -> None:
+        if isinstance(s, ir.Store):
             value = self.expr(s.value)
             if s.array in self.fbits:
                 value = f"CL_F2U({unwrap(value)})"
@@ -236,40 +221,8 @@ class CGen:
                 other = f" else {s.out} = {literal(0, s.ty)};" if s.out else ""
                 text = f"if ({self.in_bounds(s.array, s.index, s.guard)}) {{ {text} }}{other}"
             self.line(text, s.loc)
-        elif isinstance(s, ir.If):
-            self.line(f"if ({unwrap(self.expr(s.cond))}) {{", s.loc)
-            self.nested(s.then)
-            if s.orelse.stmts:
-                self.line("} else {", s.loc)
-                self.nested(s.orelse)
-            self.line("}")
-        elif isinstance(s, ir.While):
-            self.line(f"while ({unwrap(self.expr(s.cond))}) {{", s.loc)
-            self.nested(s.body)
-            self.line("}")
-        elif isinstance(s, ir.RangeFor):
-            cmp = ">" if isinstance(s.step, ir.Const) and s.step.value < 0 else "<"
-            self.line(
-                f"for ({s.var} = {self.expr(s.start)}; {s.var} {cmp} {self.expr(s.stop)}; "
-                f"{s.var} += {self.expr(s.step)}) {{", s.loc,
-            )
-            self.nested(s.body)
-            self.line("}")
-        elif isinstance(s, ir.Break):
-            self.line("break;", s.loc)
-        elif isinstance(s, ir.Continue):
-            self.line("continue;", s.loc)
-        elif isinstance(s, ir.Return):
-            self.line("return;", s.loc)
-        elif isinstance(s, ir.Barrier):
+        else:
             self.line("SYNC_CUBE();", s.loc)
-        else:  # pragma: no cover
-            raise TypeError(s)
-
-    def nested(self, b: ir.Block) -> None:
-        self.depth += 1
-        self.block(b)
-        self.depth -= 1
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)

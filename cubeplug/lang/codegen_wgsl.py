@@ -10,6 +10,7 @@ fields of the backend's ``scalars`` struct. Positions come from the entry point'
 from __future__ import annotations
 
 from cubeplug.lang import ir
+from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
 from cubeplug.lang.names import entry_name, unwrap
 from cubeplug.lang.types import DType
@@ -47,22 +48,12 @@ def literal(value: int | float | bool, ty: DType) -> str:
     return f"{ty.name}({v})"
 
 
-class WgslGen:
+class WgslGen(Emitter):
     """Emits the WGSL source of one :class:`~cubeplug.lang.ir.KernelIR`."""
 
     def __init__(self, k: ir.KernelIR) -> None:
-        self.k = k
-        self.lines: list[str] = []
-        self.locs: list[Loc | None] = []
-        self.depth = 0
-        self.lens = {a.name: a.len_name for a in k.arrays}
+        super().__init__(k)
         self.atomic = {a.name for a in k.arrays if a.atomic}
-        #: f32 atomic arrays: bound as array<atomic<u32>>, their values bitcast.
-        self.fbits = {a.name for a in k.arrays if a.atomic and a.elem.is_float}
-
-    def line(self, text: str, loc: Loc | None = None) -> None:
-        self.lines.append("    " * self.depth + text)
-        self.locs.append(loc)
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
         k = self.k
@@ -87,15 +78,6 @@ class WgslGen:
         return "\n".join(self.lines) + "\n", tuple(self.locs)
 
     # ------------------------------------------------------------------------------- statements
-    def block(self, b: ir.Block) -> None:
-        for s in b.stmts:
-            self.stmt(s)
-
-    def nested(self, b: ir.Block) -> None:
-        self.depth += 1
-        self.block(b)
-        self.depth -= 1
-
     def guarded(self, s: ir.Store | ir.Atomic, text: str, other: str = "") -> None:
         if s.checked:
             tail = f" else {{ {other} }}" if other else ""
@@ -103,10 +85,8 @@ class WgslGen:
         else:
             self.line(text, s.loc)
 
-    def stmt(self, s: ir.Stmt) -> None:
-        if isinstance(s, ir.Assign):
-            self.line(f"{s.name} = {unwrap(self.expr(s.value))};", s.loc)
-        elif isinstance(s, ir.Store):
+    def stmt_memory(self, s: ir.Store | ir.Atomic | ir.Barrier) -> None:
+        if isinstance(s, ir.Store):
             ref = f"{s.array}[{self.index(s.index)}]"
             value = self.expr(s.value)
             if s.array in self.fbits:
@@ -136,36 +116,9 @@ class WgslGen:
                 text = f"{target} = {_ATOMIC_FN[s.op]}({ref}, {args[0]});"
             other = f"{s.out} = {literal(0, s.ty)};" if s.out else ""
             self.guarded(s, text, other)
-        elif isinstance(s, ir.If):
-            self.line(f"if ({unwrap(self.expr(s.cond))}) {{", s.loc)
-            self.nested(s.then)
-            if s.orelse.stmts:
-                self.line("} else {", s.loc)
-                self.nested(s.orelse)
-            self.line("}")
-        elif isinstance(s, ir.While):
-            self.line(f"while ({unwrap(self.expr(s.cond))}) {{", s.loc)
-            self.nested(s.body)
-            self.line("}")
-        elif isinstance(s, ir.RangeFor):
-            cmp = ">" if isinstance(s.step, ir.Const) and s.step.value < 0 else "<"
-            self.line(
-                f"for ({s.var} = {self.expr(s.start)}; {s.var} {cmp} {self.expr(s.stop)}; "
-                f"{s.var} += {self.expr(s.step)}) {{", s.loc,
-            )
-            self.nested(s.body)
-            self.line("}")
-        elif isinstance(s, ir.Break):
-            self.line("break;", s.loc)
-        elif isinstance(s, ir.Continue):
-            self.line("continue;", s.loc)
-        elif isinstance(s, ir.Return):
-            self.line("return;", s.loc)
-        elif isinstance(s, ir.Barrier):
+        else:
             self.line("storageBarrier();", s.loc)
             self.line("workgroupBarrier();", s.loc)
-        else:  # pragma: no cover
-            raise TypeError(s)
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
