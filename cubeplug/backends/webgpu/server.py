@@ -132,7 +132,7 @@ class WgpuServer(ComputeServer):
         self.health = storage.health
         storage.health.name = name
         self._pages = storage.buffers
-        self._max_groups = int(limits["max-compute-workgroups-per-dimension"])
+        self._max_groups = max_groups
         self.compiler = WgslCompiler(gpu, features, int(limits["max-storage-buffers-per-shader-stage"]))
         self.queue = WgpuQueue(gpu, align, timestamps, self.health)
         self.scheduler = Scheduler(

@@ -321,10 +321,7 @@ class WgpuQueue:
             if error is not e:
                 error.__cause__ = e
             self.errors.append(error)
-            for task in batch:
-                # Reads of segments submitted before the failure complete normally.
-                if task[0] in (READ, TIMESTAMP) and not task[2].attached:
-                    task[2].fail(error)
+            self.fail_reads(batch, 0, error)  # reads of segments submitted before it complete normally
 
     @staticmethod
     def describe(tasks: list[tuple[Any, ...]]) -> str:
