@@ -1,4 +1,4 @@
-"""What a backend says about itself: BackendSpec, Probe and Capabilities (DESIGN.md §3).
+"""What a backend says about itself: BackendSpec, Probe and Capabilities (docs/plugins.md).
 
 A plugin returns :class:`BackendSpec` records from ``cubeplug_backends``; the core reads them to list,
 probe and auto-select backends without building anything. A server reports :class:`Capabilities`,

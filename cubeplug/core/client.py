@@ -1,4 +1,6 @@
-"""The ComputeClient: every call users make (DESIGN.md §5; seed client.rs).
+"""The ComputeClient: every call users make (after cubecl-runtime's client).
+
+Users' guide: docs/kernels.md and docs/memory.md.
 
 A client wraps one server through a :class:`~cubeplug.core.channel.DeviceHandle`. Every method is
 safe to call from many threads at once; work is ordered per stream (one per thread by default, or

@@ -1,4 +1,6 @@
-"""Effective configuration: typed sections, defaults, and the origin of every value (DESIGN.md §4).
+"""Effective configuration: typed sections, defaults, and the origin of every value.
+
+Users' guide: docs/config.md and docs/backends.md.
 
 Precedence, first that is set wins: ``CUBEPLUG_<SECTION>_<KEY>`` environment variables (an empty one
 counts as unset) > the project file > the user file (``platformdirs.user_config_dir("cubeplug")/

@@ -1,4 +1,4 @@
-"""The exception hierarchy of cubeplug (DESIGN.md §8).
+"""The exception hierarchy of cubeplug.
 
 Every error cubeplug raises on purpose derives from :class:`CubeplugError`. Native errors of the
 GPU libraries are mapped at the backend boundary and chained with ``raise ... from``.

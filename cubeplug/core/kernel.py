@@ -1,4 +1,4 @@
-"""Kernels, their parameters, launch counts and compile keys (DESIGN.md §5).
+"""Kernels, their parameters, launch counts and compile keys (docs/kernels.md).
 
 A :class:`Kernel` is a plain description: a name, typed parameters, a cube (work-group) size and a
 source per dialect. Backends compile it; :class:`CompileCache` keeps what they compiled per device.

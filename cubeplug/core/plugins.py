@@ -1,4 +1,4 @@
-"""The plugin registry: backend discovery through entry points, loading on use, isolation (DESIGN.md §3).
+"""The plugin registry: backend discovery through entry points, loading on use, isolation (docs/plugins.md).
 
 Entry-point names of the group ``cubeplug.backends`` are read once (no import); a plugin module is
 imported only when its backend is needed, when auto-selection walks the backends, or when listing

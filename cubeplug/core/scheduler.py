@@ -1,4 +1,4 @@
-"""The single-queue scheduler: virtual streams over one device queue (DESIGN.md §7).
+"""The single-queue scheduler: virtual streams over one device queue (docs/memory.md).
 
 Backends with one queue (WebGPU, the CPU reference) cannot order work with native events. Each
 virtual stream queues its tasks here; a flush hands a stream's tasks to the backend as one batch

@@ -1,4 +1,4 @@
-"""The ComputeServer contract: what executes work for one device (DESIGN.md §1, §5).
+"""The ComputeServer contract: what executes work for one device (docs/kernels.md, docs/memory.md).
 
 :class:`ComputeServer` does everything that is the same on every backend: it validates arguments,
 reserves memory through the pools, makes handles, caches compiled kernels and keeps profiling

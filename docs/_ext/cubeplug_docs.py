@@ -256,22 +256,10 @@ class CliHelp(SphinxDirective):
         return out
 
 
-# ---------------------------------------------------------------------------------------- docstrings
-# "(DESIGN.md §3)", "DESIGN.md §5", "(see DESIGN.md)": notes for the authors, not for readers.
-_DESIGN_REF = re.compile(r"\s*\((?:see\s+)?DESIGN\.md[^)]*\)")
-
-
-def _strip_design_refs(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
-    for i, line in enumerate(lines):
-        if "DESIGN.md" in line:
-            lines[i] = _DESIGN_REF.sub("", line)
-
-
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("cubeplug-config-table", ConfigTable)
     app.add_directive("cubeplug-backend-options", BackendOptions)
     app.add_directive("cubeplug-autotune-bench", AutotuneBench)
     app.add_directive("cubeplug-c-prelude", CPrelude)
     app.add_directive("cubeplug-cli", CliHelp)
-    app.connect("autodoc-process-docstring", _strip_design_refs)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

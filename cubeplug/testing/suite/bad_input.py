@@ -50,7 +50,7 @@ def _fill(client: Any) -> Kernel:
 
 
 class TestBadInput:
-    """Each bad input of DESIGN.md and the core issue, one by one."""
+    """Each bad input of the public API, one by one."""
 
     @pytest.mark.parametrize("size", [-1, -(2**40), 1.5, 2.0, "10", None, True, [4]], ids=repr)
     def test_bad_sizes(self, cubeplug_client: Any, keeper: Keeper, size: Any) -> None:
