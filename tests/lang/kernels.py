@@ -5,6 +5,15 @@ from __future__ import annotations
 from cubeplug import lang as cl
 from cubeplug.lang import Array, Atomic, Comptime, f32, i32, u32
 
+# The kernels the conformance suite runs on every backend, under the names these tests use.
+from cubeplug.testing.suite.lang import lang_clamp01 as clamp01
+from cubeplug.testing.suite.lang import lang_first_above as first_above
+from cubeplug.testing.suite.lang import lang_scale_or_square as scale_or_square
+from cubeplug.testing.suite.lang import lang_smooth as smooth
+from cubeplug.testing.suite.lang import lang_smoothstep as smoothstep
+
+__all__ = ["clamp01", "first_above", "scale_or_square", "smooth", "smoothstep"]
+
 
 @cl.kernel
 def axpy(x: Array[f32], y: Array[f32], a: f32):
@@ -41,53 +50,6 @@ def block_sum(x: Array[f32], out: Array[f32], BLOCK: Comptime[int]):
         s = s >> 1
     if cl.UNIT_POS == 0:
         out[cl.CUBE_POS] = buf[0]
-
-
-@cl.kernel
-def first_above(x: Array[f32], out: Array[i32], limit: f32, stride: u32):
-    """Each unit scans its row of ``stride`` values for the first one above ``limit`` (-1: none)."""
-    row = cl.ABSOLUTE_POS
-    if row * stride >= len(x):
-        return
-    found = i32(-1)
-    j = u32(0)
-    while True:
-        if j >= stride:
-            break
-        if x[row * stride + j] > limit:
-            found = i32(j)
-            break
-        j += 1
-    out[row] = found
-
-
-@cl.kernel
-def scale_or_square(x: Array[f32], y: Array[f32], SQUARE: Comptime[bool], FACTOR: Comptime[float]):
-    i = cl.ABSOLUTE_POS
-    if i < len(x):
-        if SQUARE:
-            y[i] = x[i] * x[i]
-        else:
-            y[i] = x[i] * FACTOR
-
-
-@cl.func
-def clamp01(v: f32) -> f32:
-    lo = max(v, 0.0)
-    return min(lo, 1.0)
-
-
-@cl.func
-def smooth(v: f32) -> f32:
-    c = clamp01(v)
-    return c * c * (3.0 - 2.0 * c)
-
-
-@cl.kernel
-def smoothstep(x: Array[f32], y: Array[f32]):
-    i = cl.ABSOLUTE_POS
-    if i < len(x):
-        y[i] = smooth(x[i])
 
 
 @cl.kernel
