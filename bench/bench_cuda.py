@@ -148,7 +148,6 @@ def bench_launch(cp: Any, client: Any, n: int) -> dict[str, Any]:
 def launch_row(
     cp: Any, client: Any, n: int, elems: int, grid: tuple[int], count: int, only_checked: bool = False
 ) -> Any:
-    from cubeplug.core.kernel import ExecutionMode
     from cubeplug.core.stream import current_stream_id
 
     x_cp = cp.ones(elems, dtype=cp.float32)
@@ -188,8 +187,8 @@ def launch_row(
         return per_call_us(ours_checked, n)
     server = client.server
     sid = server.stream_id(current_stream_id())
-    server.launch(SCALE, cc, [h], [s32, n32], ExecutionMode.UNCHECKED, sid)
-    compiled = server._compiled[SCALE]
+    client.launch_unchecked(SCALE, cc, [h], [s32, n32])
+    compiled = client.launcher.compiled_for(SCALE, checked=False)
 
     def server_execute(k: int) -> None:
         execute = server.execute

@@ -44,6 +44,7 @@ from cubeplug import Buffer, CubeCount, Kernel, Scalar
 from cubeplug.backends.opencl import launch_path
 from cubeplug.core.client import ComputeClient
 from cubeplug.core.config import Config
+from cubeplug.core.launcher import Launcher
 
 MIB = 1 << 20
 
@@ -78,13 +79,13 @@ def tiny_prepare(client: ComputeClient) -> tuple[Any, Any, Any]:
     client.sync()
     sid = server.stream_id(cubeplug.core.stream.current_stream_id())
     queue = server.multistream.streams.get(sid).stream
-    return x, queue, server._checked_kernels[TINY].program
+    return x, queue, client.launcher.compiled_for(TINY).program
 
 
 def make_client(selector: str) -> ComputeClient:
     """An OpenCL client for ``selector`` built through the plugin's hooks."""
     from cubeplug.backends.opencl import plugin
-    from cubeplug.core.selection import parse_selector
+    from cubeplug.registry.selection import parse_selector
 
     sel = parse_selector(selector)
     config = Config()
@@ -133,7 +134,8 @@ def bench_launch(client: ComputeClient, n: int, repeats: int) -> dict[str, Any]:
     count = CubeCount(1)
     launch, launch_unchecked = client.launch, client.launch_unchecked
     # The Python method itself, for comparison, where the compiled launcher stands in for it.
-    python_launch = functools.partial(type(client).launch, client)
+    # The core's launch in Python, on the same launcher whose launch the compiled one stands in for.
+    python_launch = functools.partial(Launcher.launch, client.launcher)
 
     def raw_preset(k: int) -> None:
         for _ in range(k):

@@ -7,6 +7,7 @@ cubeplug imports no GPU library and no backend module.
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +26,13 @@ from cubeplug.core.errors import (
 from cubeplug.core.handle import Handle, Tensor
 from cubeplug.core.kernel import Buffer, CubeCount, ExecutionMode, Kernel, KernelId, Scalar
 from cubeplug.core.profile import ProfileDuration
+from cubeplug.core.version import __version__
 
 if TYPE_CHECKING:
     from cubeplug.core.client import ComputeClient
     from cubeplug.core.memory import MemoryUsage
-    from cubeplug.core.plugins import register_backend
-    from cubeplug.core.selection import Selector, client, parse_selector, use
-
-__version__ = "0.1.0"
+    from cubeplug.registry.plugins import register_backend
+    from cubeplug.registry.selection import Selector, client, parse_selector, use
 
 __all__ = [
     "BackendUnavailableError",
@@ -65,31 +65,28 @@ __all__ = [
     "use",
 ]
 
-# Names resolved on first use, so that `import cubeplug` stays cheap.
+# Names resolved on first use, so that `import cubeplug` stays cheap (no registry, no client, no
+# numpy-heavy module, no GPU library: bench/bench_import.py measures it).
 _LAZY = {
     "ComputeClient": "cubeplug.core.client",
     "MemoryUsage": "cubeplug.core.memory",
-    "client": "cubeplug.core.selection",
-    "use": "cubeplug.core.selection",
-    "parse_selector": "cubeplug.core.selection",
-    "Selector": "cubeplug.core.selection",
-    "register_backend": "cubeplug.core.plugins",
+    "client": "cubeplug.registry.selection",
+    "use": "cubeplug.registry.selection",
+    "parse_selector": "cubeplug.registry.selector",
+    "Selector": "cubeplug.registry.selector",
+    "register_backend": "cubeplug.registry.plugins",
 }
 _LAZY_MODULES = {"lang": "cubeplug.lang"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
-        import importlib
-
         mod = importlib.import_module(_LAZY_MODULES[name])
         globals()[name] = mod
         return mod
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'cubeplug' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cubeplug
 from cubeplug.commands.output import Output, jsonable, redact
+from cubeplug.core.errors import CubeplugError
+
+# The registry, the settings and the subcommands' modules are imported inside the commands that use
+# them: ``cubeplug --help`` and ``--version`` start without the client and numpy behind them.
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _list_run(args: argparse.Namespace) -> int:
-    from cubeplug.core.plugins import registry
+    from cubeplug.registry.plugins import registry
 
     reg = registry()
     rows = reg.listing(probe=args.probe)
@@ -100,9 +105,6 @@ def _guard(fn: Callable[[], Any]) -> Any:
 
 def _versions() -> dict[str, Any]:
     from importlib import metadata
-
-    import cubeplug
-
     out: dict[str, Any] = {
         "cubeplug": cubeplug.__version__,
         "cubeplug path": str(Path(cubeplug.__file__).parent),
@@ -120,7 +122,7 @@ def _versions() -> dict[str, Any]:
 
 
 def _config_section() -> dict[str, Any]:
-    from cubeplug.core.config import effective_config, user_config_path
+    from cubeplug.registry.settings import effective_config, user_config_path
 
     eff = effective_config()
     out: dict[str, Any] = {
@@ -138,7 +140,7 @@ def _env_section() -> dict[str, str]:
 
 
 def _entry_points_section() -> list[dict[str, Any]]:
-    from cubeplug.core.plugins import registry
+    from cubeplug.registry.plugins import registry
 
     return [
         {"name": e.name, "value": e.value, "distribution": e.label, "status": e.status, "reason": e.reason}
@@ -166,7 +168,7 @@ def _cache_section() -> dict[str, Any]:
 
 
 def _selection_report() -> dict[str, Any]:
-    from cubeplug.core.selection import select
+    from cubeplug.registry.selection import select
 
     chosen = select()
     return {
@@ -180,7 +182,7 @@ def _selection_report() -> dict[str, Any]:
 
 def backend_report(name: str) -> dict[str, Any]:
     """Everything doctor shows about one backend; run in a subprocess by ``cubeplug doctor``."""
-    from cubeplug.core.plugins import registry
+    from cubeplug.registry.plugins import registry
 
     reg = registry()
     out: dict[str, Any] = {"name": name}
@@ -214,7 +216,7 @@ def backend_report(name: str) -> dict[str, Any]:
 
 
 def _client_report(name: str) -> dict[str, Any]:
-    from cubeplug.core.selection import client
+    from cubeplug.registry.selection import client
 
     made = client(name)
     return {
@@ -249,8 +251,6 @@ def _paths() -> list[str]:
     An empty entry (the working directory) is kept only where cubeplug itself is imported from
     there (``python -m cubeplug`` in a source tree); the ``cubeplug`` command has none.
     """
-    import cubeplug
-
     here = os.getcwd()
     needs_cwd = Path(cubeplug.__file__).resolve().parents[1] == Path(here).resolve()
     return [p or here for p in sys.path if p or needs_cwd]
@@ -267,7 +267,7 @@ def _report_code(call: str) -> str:
 
 def doctor_report(backend: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
     """The whole doctor report as a JSON-friendly mapping, home paths redacted."""
-    from cubeplug.core.plugins import registry
+    from cubeplug.registry.plugins import registry
 
     report: dict[str, Any] = {
         "versions": _guard(_versions),
@@ -347,8 +347,6 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The argument parser; only the chosen subcommand's module is imported."""
-    import cubeplug
-
     parser = argparse.ArgumentParser(
         prog="cubeplug", description="cubeplug: GPU compute with plugin backends"
     )
@@ -376,7 +374,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help()
         return 0 if args.command is None else 2
-    from cubeplug.core.errors import CubeplugError
 
     try:
         return int(run(args))

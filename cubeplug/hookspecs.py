@@ -51,7 +51,9 @@ def cubeplug_compute_storage(backend: str, device: int, config: Config) -> Compu
 
 
 @hookspec(firstresult=True)
-def cubeplug_event_stream_backend(backend: str, device: int, config: Config) -> EventStreamBackend | None:
+def cubeplug_event_stream_backend(
+    backend: str, device: int, config: Config
+) -> EventStreamBackend[Any, Any] | None:
     """Return the native streams and events of ``device``, or None to use the core's scheduler.
 
     Backends with one queue (WebGPU, the CPU reference) return None. Called once per client, only on
@@ -65,7 +67,7 @@ def cubeplug_compute_server(
     device: int,
     config: Config,
     storage: ComputeStorage,
-    streams: EventStreamBackend | None,
+    streams: EventStreamBackend[Any, Any] | None,
 ) -> ComputeServer:
     """Return the server that executes work for ``device``, built on ``storage`` and ``streams``.
 

@@ -11,6 +11,8 @@ export CUBEPLUG_REQUIRE_NATIVE_LAUNCH=${CUBEPLUG_REQUIRE_NATIVE_LAUNCH:-1}
 print("OpenCL devices:", *d(backend="opencl").get("opencl devices", ["none"]), sep="\n  ")' || true
 .venv/bin/python -m ruff check cubeplug tests bench examples plugins
 .venv/bin/python -m mypy
+# The architecture's rules (layers, backends only through cubeplug.plugin): [tool.importlinter] in pyproject.
+.venv/bin/lint-imports --no-cache
 # The documentation (docs/): built with warnings as errors, and every code example in it executed.
 .venv/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 .venv/bin/sphinx-build -W --keep-going -q -b doctest docs docs/_build/doctest

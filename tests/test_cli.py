@@ -65,7 +65,7 @@ def test_list_probe_unavailable_and_strict_exit_status(
     assert code == 0 and rows["dummygood"]["status"] == "unavailable"
     assert rows["dummygood"]["reason"] == "no dummy device here"
     monkeypatch.setenv("CUBEPLUG_STRICT_PLUGINS", "1")
-    cubeplug.core.selection.reset()
+    cubeplug.registry.selection.reset()
     code, _ = run(capsys, "list", "--probe", "--json")
     assert code == 1
 
@@ -76,7 +76,7 @@ def test_doctor_json(
     site("good")
     monkeypatch.setenv("CUBEPLUG_LOGGING_LEVEL", "info")
     monkeypatch.setenv("CUBEPLUG_BACKEND", "cpu")
-    cubeplug.core.selection.reset()
+    cubeplug.registry.selection.reset()
     code, out = run(capsys, "doctor", "--json", "--backend", "cpu")
     assert code == 0
     report = json.loads(out)
@@ -123,7 +123,7 @@ def test_doctor_never_crashes(
     project.mkdir()
     (project / "cubeplug.toml").write_text("[memory\n")
     monkeypatch.chdir(project)
-    cubeplug.core.selection.reset()
+    cubeplug.registry.selection.reset()
     code, out = run(capsys, "doctor", "--json", "--timeout", "1.5")
     assert code == 1  # a broken config file is a failure, whatever else works
     report = json.loads(out)
@@ -135,7 +135,7 @@ def test_doctor_never_crashes(
     assert "TimeoutExpired" in backends["dummyslow"]["error"]
     assert "error" in backends["cpu"].get("client", {}) or backends["cpu"]["status"] == "ok"
     (project / "cubeplug.toml").unlink()
-    cubeplug.core.selection.reset()
+    cubeplug.registry.selection.reset()
     code, out = run(capsys, "--plain", "doctor", "--backend", "dummyraise", "--timeout", "30")
     assert code == 0 and "boom in cubeplug_compute_storage" in out
 
@@ -240,7 +240,7 @@ def test_doctor_exits_1_and_says_so_when_the_config_is_broken(
 ) -> None:
     (tmp_path / "cubeplug.toml").write_text("[memory\n")
     monkeypatch.chdir(tmp_path)
-    cubeplug.core.selection.reset()
+    cubeplug.registry.selection.reset()
     assert cli.main(["--plain", "doctor", "--backend", "cpu", "--timeout", "60"]) == 1
     err = capsys.readouterr().err
     assert "the configuration cannot be read: ConfigError: malformed TOML" in err and "Fix it" in err

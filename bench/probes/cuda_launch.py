@@ -37,7 +37,7 @@ client.launch(SCALE, cc, [h], [1.0, 256])
 client.sync()
 sid = server.stream_id(current_stream_id())
 ours = server.multistream.streams.get(sid).stream
-launcher = server._checked_kernels[SCALE].program.launch
+launcher = client.launcher.compiled_for(SCALE).program.launch
 f, params = launcher._f, launcher._params
 cps = cp.cuda.Stream(non_blocking=True)
 x_cp = cp.ones(1 << 20, dtype=cp.float32)

@@ -23,7 +23,7 @@ storage = client.server.cl_storage
 def close() -> None:
     if order == "kernel":
         page = next(iter(storage._pages.values()))
-        for compiled in client.server._checked_kernels.values():
+        for compiled in client.launcher.compiled.values():
             prog = compiled.program
             for slot in prog.buffer_slots:
                 prog.kernel.set_arg(slot, page)

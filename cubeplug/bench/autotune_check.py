@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cubeplug import std
 from cubeplug.core.tune import DB_NAME, TunableSet, new_tuner
 
 
 def op_inputs(client: Any, op: str, size: int) -> tuple[TunableSet, tuple[Any, ...]]:
     """The tunable set of ``op`` ("reduce_sum" or "matmul") and inputs of ``size``, filled on the device."""
-    from cubeplug import std
-
     if op == "reduce_sum":
         x = std.fill(client, client.empty(4 * size), size, 1.0)
         return std.REDUCE_SUM, (x, size)

@@ -8,6 +8,9 @@ import platform
 from importlib import metadata
 from typing import Any
 
+from cubeplug.registry.plugins import register_backend, registry
+from cubeplug.registry.selection import client, parse_selector
+
 #: Backends shipped inside cubeplug, in the order ``--all`` measures them.
 BUILTIN = ("cuda", "opencl", "webgpu", "cpu")
 #: Distributions whose versions every bench report records.
@@ -16,16 +19,12 @@ _DISTRIBUTIONS = ("cubeplug", "numpy", "pluggy", "platformdirs", "pyopencl", "wg
 
 def ensure_registered(name: str) -> None:
     """Register a built-in backend in this process when no entry point provides it."""
-    from cubeplug.core.plugins import register_backend, registry
-
     if name in BUILTIN and name not in registry().names():
         register_backend(importlib.import_module(f"cubeplug.backends.{name}.plugin"))
 
 
 def make_client(selector: str | None, **overrides: Any) -> Any:
     """The client of ``selector`` (None: auto-selection), with config overrides for this bench."""
-    from cubeplug.core.selection import client, parse_selector
-
     if selector is not None:
         ensure_registered(parse_selector(selector).backend)
     return client(selector, **overrides)
@@ -33,8 +32,6 @@ def make_client(selector: str | None, **overrides: Any) -> Any:
 
 def usable_backends() -> list[str]:
     """Every backend whose probe passes here: built-ins first, then installed plugins."""
-    from cubeplug.core.plugins import registry
-
     for name in BUILTIN:
         try:
             ensure_registered(name)
@@ -58,8 +55,6 @@ def is_gpu(client: Any) -> bool:
     kind = props.get("device_type") or props.get("adapter_type")
     if not kind:  # no device type reported: the backend's declared kind ("gpu" or "cpu")
         try:
-            from cubeplug.core.plugins import registry
-
             kind = registry().backend(client.backend).spec.kind
         except Exception:
             kind = "cpu" if client.backend == "cpu" else "gpu"

@@ -58,7 +58,8 @@ class OpenCLRaw(RawLibrary):
                 self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,), np.uint8
             )
             self._buffers[key] = (buf, array)
-        return self._buffers[key][1]
+        result: np.ndarray = self._buffers[key][1]
+        return result
 
     def launch(self, n: int, repeats: int) -> Figure:
         """``enqueue_nd_range_kernel`` of the tiny kernel with its arguments set once."""

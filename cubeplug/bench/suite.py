@@ -22,6 +22,9 @@ from cubeplug.bench.paired import Paired, paired, paired_set
 from cubeplug.bench.raw import MIB, TINY_N, RawLibrary
 from cubeplug.bench.timing import Figure, iterations, per_call, ratio
 from cubeplug.core.kernel import Buffer, CubeCount, Kernel, Scalar
+from cubeplug.core.tune import tuner_for
+from cubeplug.std import MATMUL, REDUCE_SUM, matmul, reduce_sum
+from cubeplug.std import copy as std_copy
 
 _TINY_C = (
     "KERNEL bench_tiny(GLOBAL float* x, float a, unsigned int n) "
@@ -219,8 +222,6 @@ class BackendBench:
 
         iters = max(1, min(50, (64 * MIB) // size))
         handle = client.create(host)
-        from cubeplug.std import copy as std_copy
-
         dst = client.empty(size)
         words = size // 4
         copy_iters = self.calibrate(lambda: std_copy(client, handle, words, out=dst))
@@ -262,9 +263,6 @@ class BackendBench:
 
     def reduce(self) -> dict[str, Any]:
         """reduce_sum (autotuned) of ``plan.reduce_n`` f32 against the library's sum and the copy peak."""
-        from cubeplug.core.tune import tuner_for
-        from cubeplug.std import REDUCE_SUM, reduce_sum
-
         client, n = self.client, self.plan.reduce_n
         host = np.random.default_rng(1).random(n, dtype=np.float32)
         x = client.create(host)
@@ -300,9 +298,6 @@ class BackendBench:
 
     def matmul(self) -> dict[str, Any]:
         """matmul (autotuned) of two ``plan.matmul_n`` square f32 matrices against the library's."""
-        from cubeplug.core.tune import tuner_for
-        from cubeplug.std import MATMUL, matmul
-
         client, size = self.client, self.plan.matmul_n
         rng = np.random.default_rng(2)
         a = rng.random((size, size), dtype=np.float32) - 0.5

@@ -95,7 +95,7 @@ def _progress(total: int) -> Iterator[_Steps]:
 
 def _overrides(quick: bool) -> dict[str, Any]:
     """Client config for the bench: no nested progress bars; the minimal level under --quick."""
-    from cubeplug.core.config import effective_config
+    from cubeplug.registry.settings import effective_config
 
     autotune: dict[str, Any] = {"bench": {"progress": False}}
     if quick and effective_config().origin("autotune.level").kind == "default":

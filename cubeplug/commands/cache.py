@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from cubeplug.commands.output import Output, redact
+from cubeplug.core.paths import ENV_CACHE_DIR
 from cubeplug.core.tune.cache import (
-    ENV_CACHE_DIR,
     PersistentCache,
     TuneCacheWarning,
     default_db_path,
@@ -52,7 +52,7 @@ def _open(path: Path) -> tuple[PersistentCache, list[str]]:
 
 def cache_info(entries: bool = False) -> dict[str, Any]:
     """Everything ``cubeplug cache info`` reports, as a JSON-friendly mapping."""
-    from cubeplug.core.config import effective_config
+    from cubeplug.registry.settings import effective_config
 
     path = default_db_path()
     out: dict[str, Any] = {

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cubeplug.core.kernel import Buffer, Kernel
+from cubeplug.core.kernel import Kernel
 
 _COMMON_TYPEDEFS = """\
 typedef signed char i8;
@@ -172,8 +172,3 @@ def opencl_spellings(source: str) -> str:
 def prelude_lines(api: str, kernel: Kernel, *, fp16: bool = False, fp64: bool = True) -> int:
     """How many lines precede the user's source (to map compiler line numbers back)."""
     return full_source(kernel, "", api, fp16=fp16, fp64=fp64).count("\n")
-
-
-def buffer_is_const(param: Buffer) -> bool:
-    """True for read-only buffers (declared ``const`` in generated signatures)."""
-    return param.access == "read"

@@ -10,7 +10,6 @@ it off the pool's queue in a single atomic step (``ComputeServer.empty_path``).
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from cubeplug.core.server import ComputeServer
 
@@ -23,8 +22,3 @@ class DeviceHandle:
     def __init__(self, server: ComputeServer) -> None:
         self.server = server
         self.lock = threading.RLock()
-
-    def call(self, method: str, *args: Any) -> Any:
-        """Call ``server.<method>(*args)`` under the lock."""
-        with self.lock:
-            return getattr(self.server, method)(*args)

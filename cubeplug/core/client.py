@@ -25,10 +25,11 @@ from cubeplug.core.channel import DeviceHandle
 from cubeplug.core.errors import DeviceLostError, ForkedClientError, ValidationError, describe
 from cubeplug.core.handle import Handle, Tensor
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
+from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
 from cubeplug.core.profile import ProfileDuration, ProfileLog
-from cubeplug.core.server import ComputeServer, check_arguments
-from cubeplug.core.stream import _local, current_stream_id, stream_scope
+from cubeplug.core.server import ComputeServer
+from cubeplug.core.stream import current_stream_id, stream_scope, thread_streams
 
 R = TypeVar("R")
 _CHECKED = ExecutionMode.CHECKED
@@ -59,23 +60,11 @@ class ComputeClient:
         self._default_mode = (
             _UNCHECKED if server.config.compilation.check_mode == "unchecked" else _CHECKED
         )
-        #: The server's generated checked launches, by kernel (filled by its first checked launch).
-        # Profiled launches take the general path: no plans then (the level is fixed for life).
-        checked = self._default_mode is _CHECKED
-        plans: dict[Kernel, Any] = server.launch_plans if checked else server.unchecked_plans
-        self._plans = {} if self._profiling else plans
-        self._unchecked_plans: dict[Kernel, Any] = {} if self._profiling else server.unchecked_plans
-        # A backend may launch in compiled code (ComputeServer.launch_path): its stand-ins take the
-        # common case and hand everything else to the methods below.
-        if not self._profiling:
-            cls = type(self)
-            for name, plans_checked in (("launch", checked), ("launch_unchecked", False)):
-                method = getattr(cls, name)
-                if method is not getattr(ComputeClient, name):
-                    continue  # a subclass's own launch is called, every time
-                fast = server.launch_path(self, plans_checked, method)
-                if fast is not None:
-                    setattr(self, name, fast)
+        # Every launch goes through the server's launcher (core/launcher.py); a backend may give a
+        # faster one of the same interface (ComputeServer.new_launcher).
+        profile = self._profile if self._profiling else None
+        settings = LaunchSettings(self._lock, self._single, self._default_mode, profile)
+        self._launcher = server.new_launcher(settings)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -102,7 +91,7 @@ class ComputeClient:
     def server(self) -> ComputeServer:
         """The server behind this client (for backend authors and tests); closed once the client is."""
         server = self._server
-        return server.closed if type(server) is _ClosedServer else server
+        return server.closed if isinstance(server, _ClosedServer) else server
 
     def __repr__(self) -> str:
         return f"<ComputeClient {self._server.info}>"
@@ -114,7 +103,7 @@ class ComputeClient:
     def empty(self, nbytes: int) -> Handle:
         """A handle to ``nbytes`` of uninitialised device memory."""
         try:  # the thread's stream, inlined (this is a hot path)
-            sid = 0 if self._single else _local.stack[-1]
+            sid = 0 if self._single else thread_streams.stack[-1]
         except AttributeError:
             sid = self._sid()
         with self._lock:
@@ -247,29 +236,7 @@ class ComputeClient:
         scalars: Sequence[Any] = (),
     ) -> None:
         """Launch ``kernel`` on ``count`` cubes; arguments are validated (checked mode)."""
-        if type(count) is not CubeCount:
-            count = _as_count(count)
-        try:  # the thread's stream, inlined (this is the hot path)
-            sid = 0 if self._single else _local.stack[-1]
-        except AttributeError:
-            sid = self._sid()
-        try:
-            plan = self._plans.get(kernel)  # an atomic read: the server fills the dict under the lock
-        except TypeError:  # not hashable, so not a Kernel: server.launch says so
-            plan = None
-        if plan is None:
-            self._launch(kernel, count, buffers, scalars, self._default_mode, sid)
-            return
-        try:  # the kernel's generated checked launch (see core/plans.py)
-            # Not ``with``: half the cost on the hot paths. Taken inside the ``try``: a signal is
-            # handled only after a call returns, so a KeyboardInterrupt can never leave it held.
-            self._acquire()
-            plan(self._server, count, buffers, scalars, sid)
-        except TypeError:  # no cost unless raised: buffers or scalars that are no sequences say so
-            check_arguments(kernel, buffers, scalars)
-            raise
-        finally:
-            self._release()
+        self._launcher.launch(kernel, count, buffers, scalars)
 
     def launch_unchecked(
         self,
@@ -279,61 +246,12 @@ class ComputeClient:
         scalars: Sequence[Any] = (),
     ) -> None:
         """Launch without validating the arguments (the caller vouches for them)."""
-        # Launch's twin, not sharing a helper with it: each is one frame above the plan.
-        if type(count) is not CubeCount:
-            count = _as_count(count)
-        try:
-            sid = 0 if self._single else _local.stack[-1]
-        except AttributeError:
-            sid = self._sid()
-        try:
-            plan = self._unchecked_plans.get(kernel)
-        except TypeError:
-            plan = None
-        if plan is None:
-            self._launch(kernel, count, buffers, scalars, _UNCHECKED, sid)
-            return
-        try:
-            self._acquire()  # inside the ``try``, as in launch
-            plan(self._server, count, buffers, scalars, sid)
-        except TypeError:
-            check_arguments(kernel, buffers, scalars)
-            raise
-        finally:
-            self._release()
+        self._launcher.launch_unchecked(kernel, count, buffers, scalars)
 
-    def _launch(
-        self,
-        kernel: Kernel,
-        count: CubeCount,
-        buffers: Sequence[Handle],
-        scalars: Sequence[Any],
-        mode: ExecutionMode,
-        sid: int,
-    ) -> None:
-        """A launch with no plan yet (the kernel's first in its mode), or a profiled one."""
-        if self._profiling:
-            self._launch_profiled(kernel, count, buffers, scalars, mode, sid)
-            return
-        with self._lock:
-            self._server.launch(kernel, count, buffers, scalars, mode, sid)
-
-    def _launch_profiled(
-        self,
-        kernel: Kernel,
-        count: CubeCount,
-        buffers: Sequence[Handle],
-        scalars: Sequence[Any],
-        mode: ExecutionMode,
-        sid: int,
-    ) -> None:
-        with self._lock:
-            pid = self._server.profile_start(sid)
-            try:
-                self._server.launch(kernel, count, buffers, scalars, mode, sid)
-            finally:
-                duration = self._server.profile_end(pid)
-        self._profile.record(kernel.name, duration)
+    @property
+    def launcher(self) -> Launcher:
+        """The launcher of this client's launches (for backend authors and tests)."""
+        return self._launcher
 
     def profiling_summary(self) -> str:
         """The table of per-kernel timings collected under ``[profiling] level``."""
@@ -402,7 +320,7 @@ class ComputeClient:
     @property
     def closed(self) -> bool:
         """True once :meth:`close` ran: every call then raises ValidationError."""
-        return type(self._server) is _ClosedServer
+        return isinstance(self._server, _ClosedServer)
 
     def close(self) -> None:
         """Wait for queued work and release the device; later calls raise ValidationError.
@@ -412,7 +330,7 @@ class ComputeClient:
         """
         with self._lock:
             server = self._server
-            if type(server) is _ClosedServer:
+            if isinstance(server, _ClosedServer):
                 return
             try:
                 server.sync_all()
@@ -421,14 +339,10 @@ class ComputeClient:
             finally:
                 # Every path now reaches the stand-in, which raises, and never the released device
                 # (a closed WebGPU device aborts the process on a submit).
-                self._server = _ClosedServer(server)  # type: ignore[assignment]
-                self._plans = {}
-                self._unchecked_plans = {}
+                closed = _ClosedServer(server)
+                self._server = closed  # type: ignore[assignment]
+                self._launcher.close(closed)
                 self.__dict__.pop("empty", None)  # the lock-free closure over the server's pools
-                for name in ("launch", "launch_unchecked"):  # compiled launch paths (launch_path)
-                    fast = self.__dict__.pop(name, None)
-                    if fast is not None and hasattr(fast, "close"):
-                        fast.close()
                 server.close()
 
 
@@ -472,7 +386,7 @@ def _after_fork_in_child() -> None:
     closed and makes a new one."""
     for client in list(_live_clients):
         server = client._server
-        if type(server) is _ClosedServer:
+        if isinstance(server, _ClosedServer):
             continue
         server.forked = True
         _inherited.append(server)
@@ -481,42 +395,15 @@ def _after_fork_in_child() -> None:
         client._channel = DeviceHandle.__new__(DeviceHandle)
         client._channel.server, client._channel.lock = server, lock
         client._lock, client._acquire, client._release = lock, lock.acquire, lock.release
-        client._server = _ClosedServer(server, forked=True)  # type: ignore[assignment]
-        client._plans = {}
-        client._unchecked_plans = {}
-        for name in ("empty", "launch", "launch_unchecked"):
-            client.__dict__.pop(name, None)
+        closed = _ClosedServer(server, forked=True)
+        client._server = closed  # type: ignore[assignment]
+        client._launcher.refuse(closed, lock)
+        client.__dict__.pop("empty", None)
     _live_clients.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-#: Counts given as ints or tuples, converted once (a static CubeCount is never changed after it is
-#: made); cleared when it reaches :data:`_COUNT_CACHE_SIZE` entries.
-_counts: dict[Any, CubeCount] = {}
-_COUNT_CACHE_SIZE = 1024
-
-
-def _as_count(count: Any) -> CubeCount:
-    # Only plain ints are cached (1.0, True and numpy ints hash like them, and some must raise).
-    plain = type(count) is int or (type(count) is tuple and all(type(v) is int for v in count))
-    if plain:
-        cached = _counts.get(count)
-        if cached is not None:
-            return cached
-    if isinstance(count, (int, np.integer)) and not isinstance(count, bool):
-        made = CubeCount(int(count))
-    elif isinstance(count, tuple) and 1 <= len(count) <= 3:
-        made = CubeCount(*count)
-    else:
-        raise ValidationError(f"count must be a CubeCount, an int or a 1-3 tuple, got {count!r}")
-    if plain:
-        if len(_counts) >= _COUNT_CACHE_SIZE:
-            _counts.clear()
-        _counts[count] = made
-    return made
 
 
 def _handle_list(handles: Any, what: str) -> list[Handle]:

@@ -9,6 +9,7 @@ counting plays the role of CubeCL's ``Arc`` strong count.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -164,3 +165,34 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(s, 1)
     return tuple(reversed(strides))
+
+
+def gather(data: bytes, tensor: Tensor) -> np.ndarray:
+    """The elements of a (possibly pitched) tensor from its raw bytes, C-contiguous."""
+    if tensor.size == 0:
+        return np.empty(tensor.shape, dtype=tensor.dtype)
+    flat = np.frombuffer(data, dtype=tensor.dtype)
+    isz = tensor.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        flat, shape=tensor.shape, strides=tuple(s * isz for s in tensor.strides), writeable=False
+    )
+    return np.ascontiguousarray(view)
+
+
+def check_shape(shape: Iterable[int]) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints, or ValidationError saying what was wrong."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ValidationError(f"shape must be a sequence of ints, got {shape!r}") from None
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ValidationError(f"shape dimensions are non-negative ints, got {dims!r}")
+    return tuple(int(d) for d in dims)
+
+
+def tensor_extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Elements spanned by a strided layout (0 for an empty tensor)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))

@@ -9,22 +9,21 @@ its channel, so a server never sees two calls at once.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from cubeplug.core import events
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
-from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError, describe
-from cubeplug.core.handle import Handle, Tensor, contiguous_strides
+from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
+from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, gather, tensor_extent
 from cubeplug.core.kernel import (
     DTYPES,
     CompileCache,
@@ -35,6 +34,8 @@ from cubeplug.core.kernel import (
     dtype_of,
     to_scalar,
 )
+from cubeplug.core.launcher import Compiled as Compiled  # re-exported: part of a server's interface
+from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import (
     AllocationMode,
     MemoryLimit,
@@ -43,23 +44,13 @@ from cubeplug.core.memory import (
     PoolReport,
     SliceToken,
 )
-from cubeplug.core.plans import Plan, QueueCode, make_plan
+from cubeplug.core.plans import QueueCode
 from cubeplug.core.profile import ProfileDuration, ProfileToken
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
-from cubeplug.core.stream import StreamPool, _local, current_stream_id
+from cubeplug.core.stream import StreamPool, current_stream_id, thread_streams
 
 _new = object.__new__
 _server_ids = itertools.count(1)
-_CHECKED = ExecutionMode.CHECKED
-
-
-@dataclass(frozen=True, slots=True)
-class Compiled:
-    """A kernel compiled for one device: the backend's object and the dialect it came from."""
-
-    kernel: Kernel
-    dialect: str
-    program: Any
 
 
 class ComputeServer(ABC):
@@ -93,12 +84,6 @@ class ComputeServer(ABC):
         self.properties: dict[str, Any] = dict(properties or {})
         self._client_ref: weakref.ref[Any] | None = None
         self.compile_cache = CompileCache()
-        self._compiled: dict[Kernel, Compiled] = {}
-        self._checked_kernels: dict[Kernel, Compiled] = {}
-        #: The generated checked launch of each kernel (the client calls it directly when present).
-        self.launch_plans: dict[Kernel, Plan] = {}
-        #: The unchecked launches, by kernel (see :func:`~cubeplug.core.plans.make_plan`).
-        self.unchecked_plans: dict[Kernel, Plan] = {}
         self._single_stream = self.config.streaming.policy == "single"
         self._align = capabilities.offset_alignment
         self._max_count: tuple[int, int, int] = capabilities.max_cube_count
@@ -150,9 +135,7 @@ class ComputeServer(ABC):
     def _on_oom(self, requested: int, in_use: int, reserved: int) -> None:
         """Called just before OutOfMemoryError; notifies the plugins observing out-of-memory."""
         try:
-            from cubeplug.core.plugins import notify_out_of_memory
-
-            notify_out_of_memory(self.backend, requested, in_use, reserved)
+            events.out_of_memory(self.backend, requested, in_use, reserved)
         except Exception:  # an observer never turns an OOM into another error
             pass
 
@@ -200,7 +183,7 @@ class ComputeServer(ABC):
         def empty(nbytes: int) -> Handle:
             """A handle to ``nbytes`` of uninitialised device memory."""
             try:
-                sid = 0 if single else _local.stack[-1]
+                sid = 0 if single else thread_streams.stack[-1]
             except AttributeError:
                 sid = me.stream_id(current_stream_id())
             mm = shared or slots[sid % nslots]
@@ -305,21 +288,6 @@ class ComputeServer(ABC):
         for mm in self._all_memories():
             mm.push_mode(mode)
 
-    def launch_path(
-        self, client: Any, checked: bool, method: Callable[..., None]
-    ) -> Callable[..., None] | None:
-        """A stand-in for ``client``'s ``method`` (``launch`` or ``launch_unchecked``, the function),
-        which the client installs over it; None, the default: the client keeps its method.
-
-        A backend with a compiled launch path returns it here. It must behave as ``method`` does:
-        take ``(kernel, count, buffers=(), scalars=())``, use the plans of ``checked`` (the checked
-        plans or the unchecked ones), hold the client's lock around the server's work, and hand
-        every case it does not take itself to ``method(client, ...)``. Never asked while the
-        client profiles (profiled launches take the general path). The client calls its ``close()``
-        when it closes, if it has one.
-        """
-        return None
-
     def pop_allocation_mode(self) -> None:
         """Leave the innermost allocation-mode window."""
         self._modes.pop()
@@ -327,111 +295,15 @@ class ComputeServer(ABC):
             mm.pop_mode()
 
     # ------------------------------------------------------------------ launch
-    def launch(
-        self,
-        kernel: Kernel,
-        count: CubeCount,
-        buffers: Sequence[Handle],
-        scalars: Sequence[Any],
-        mode: ExecutionMode,
-        stream_id: int,
-    ) -> None:
-        """Validate (when checked), compile once, and queue a kernel launch."""
-        if not isinstance(kernel, Kernel):  # also keeps an unhashable value out of the dicts below
-            raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
-        check_arguments(kernel, buffers, scalars)
-        if mode is _CHECKED:
-            plan = self.launch_plans.get(kernel)
-            if plan is None:
-                plan = self._plan(kernel, mode)
-            plan(self, count, buffers, scalars, stream_id)
-            return
-        plan = self.unchecked_plans.get(kernel)
-        if plan is None:
-            compiled = self._compiled.get(kernel)
-            if compiled is None:
-                compiled = self._compiled[kernel] = self._compile(kernel, mode)
-            plan = self.unchecked_plans[kernel] = make_plan(
-                kernel, compiled, self._align, ComputeServer._launch_unchecked_general,
-                self.queue_code(kernel, compiled), checked=False, max_count=self._max_count,
-            )
-        plan(self, count, buffers, scalars, stream_id)
-
-    def _launch_unchecked_general(
-        self,
-        kernel: Kernel,
-        compiled: Compiled,
-        count: CubeCount,
-        buffers: Sequence[Any],
-        scalars: Sequence[Any],
-        stream_id: int,
-    ) -> None:
-        """An unchecked launch the plan does not take inline: queued by :meth:`execute` as given
-        (once buffers and scalars are known to be lists: ``None`` is no empty list)."""
-        check_arguments(kernel, buffers, scalars)
-        self._execute_unless_empty(stream_id, compiled, count, buffers, scalars)
-
-    def _plan(self, kernel: Kernel, mode: ExecutionMode) -> Plan:
-        """Check a kernel against the device once, compile it, and make its launch plan."""
-        dtypes = self.capabilities.dtypes
-        for p in kernel.params:
-            if p.dtype not in dtypes:
-                raise ValidationError(
-                    f"kernel {kernel.name!r} param {p.name!r} uses {p.dtype}, which {self.backend} does "
-                    f"not support on this device (it supports {', '.join(sorted(dtypes))})"
-                )
-        limit = self.capabilities.max_cube_threads
-        threads = kernel.cube_dim[0] * kernel.cube_dim[1] * kernel.cube_dim[2]
-        if limit and threads > limit:
-            raise ValidationError(
-                f"kernel {kernel.name!r} cube_dim {kernel.cube_dim} has {threads} units; this device "
-                f"allows at most {limit} per cube"
-            )
-        compiled = self._compile(kernel, mode)
-        self._checked_kernels[kernel] = compiled
-        plan = self.launch_plans[kernel] = make_plan(
-            kernel, compiled, self._align, ComputeServer._launch_general, self.queue_code(kernel, compiled),
-            max_count=self._max_count,
-        )
-        return plan
+    def new_launcher(self, settings: LaunchSettings) -> Launcher:
+        """The launcher of this server's client (:mod:`cubeplug.core.launcher`). A backend with a
+        faster launch path returns its subclass of :class:`~cubeplug.core.launcher.Launcher` here."""
+        return Launcher(self, settings)
 
     def queue_code(self, kernel: Kernel, compiled: Compiled) -> QueueCode | None:
         """The backend's launch of ``kernel`` as source for the checked plan to inline
         (:class:`~cubeplug.core.plans.QueueCode`); None, the default: the plan calls :meth:`execute`."""
         return None
-
-    def _launch_general(
-        self,
-        kernel: Kernel,
-        compiled: Compiled,
-        count: CubeCount,
-        buffers: Sequence[Any],
-        scalars: Sequence[Any],
-        stream_id: int,
-    ) -> None:
-        """A checked launch with every check in full: ValidationError saying what is wrong, else queued."""
-        check_arguments(kernel, buffers, scalars)
-        self._check_buffers(kernel, buffers)
-        if count.handle is not None:
-            self._check_dynamic(count.handle)
-        scalars = kernel.check_scalars(scalars)
-        self._execute_unless_empty(stream_id, compiled, count, buffers, scalars)
-
-    def _execute_unless_empty(
-        self,
-        stream_id: int,
-        compiled: Compiled,
-        count: CubeCount,
-        buffers: Sequence[Any],
-        scalars: Sequence[Any],
-    ) -> None:
-        """:meth:`execute`, unless a static count has a zero (nothing to run); ValidationError for a
-        static count beyond the device's limits."""
-        if count.handle is None:
-            if not (count.x and count.y and count.z):
-                return
-            self.check_count(count.x, count.y, count.z)
-        self.execute(stream_id, compiled, count, buffers, scalars)
 
     def check_count(self, x: int, y: int, z: int) -> None:
         """ValidationError when ``(x, y, z)`` cubes exceed the device's ``max_cube_count``; backends
@@ -444,7 +316,8 @@ class ComputeServer(ABC):
                 f"kernel over more elements per unit"
             )
 
-    def _compile(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
+    def compile_kernel(self, kernel: Kernel, mode: ExecutionMode) -> Compiled:
+        """``kernel`` compiled for this device in ``mode``, once per server and kernel id."""
         dialect = kernel.pick_dialect(self.dialects, self.backend)
         key = kernel.kernel_id(mode, dialect)
         compiled: Compiled = self.compile_cache.get(key, lambda: self._compile_new(kernel, dialect, mode))
@@ -453,42 +326,8 @@ class ComputeServer(ABC):
     def _compile_new(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> Compiled:
         start = time.perf_counter()
         compiled = Compiled(kernel, dialect, self.compile(kernel, dialect, mode))
-        from cubeplug.core.plugins import notify_compiled
-
-        notify_compiled(self.backend, kernel.name, dialect, time.perf_counter() - start)
+        events.kernel_compiled(self.backend, kernel.name, dialect, time.perf_counter() - start)
         return compiled
-
-    def _check_buffers(self, kernel: Kernel, buffers: Sequence[Handle]) -> None:
-        params = kernel.buffer_params
-        if len(buffers) != len(params):
-            names = ", ".join(p.name for p in params) or "none"
-            raise ValidationError(
-                f"kernel {kernel.name!r} takes {len(params)} buffers ({names}), got {len(buffers)}"
-            )
-        align = self._align
-        for param, itemsize, handle in zip(params, kernel.buffer_itemsizes, buffers):
-            if type(handle) is not Handle or handle._owner is not self or handle._memory is None:
-                self.check_handle(handle, f"buffer {param.name!r}")
-            start = handle.start
-            if start % align or (handle.nbytes - start - handle.end) % itemsize:
-                if start % align:
-                    raise ValidationError(
-                        f"buffer {param.name!r} is bound at byte offset {start}; {self.backend} needs "
-                        f"offsets aligned to {align} B"
-                    )
-                raise ValidationError(
-                    f"buffer {param.name!r} ({param.dtype}) has {handle.size} B, not a multiple of its "
-                    f"element size {itemsize} B"
-                )
-
-    def _check_dynamic(self, handle: Handle) -> None:
-        self.check_handle(handle, "CubeCount.dynamic handle")
-        if handle.size < 12:
-            raise ValidationError(
-                f"CubeCount.dynamic needs a handle of at least 12 B (three u32), got {handle.size}"
-            )
-        if not self.capabilities.dynamic_count:
-            raise ValidationError(f"{self.backend} does not support CubeCount.dynamic")
 
     # ------------------------------------------------------------------ reads and tensors
     def read_async(self, handles: Sequence[Handle], stream_id: int) -> Future[list[bytes]]:
@@ -503,10 +342,10 @@ class ComputeServer(ABC):
 
     def empty_tensor(self, shape: Iterable[int], dtype: Any, stream_id: int) -> Tensor:
         """A tensor of uninitialised memory, laid out as :meth:`tensor_strides` says."""
-        shape_t = _check_shape(shape)
+        shape_t = check_shape(shape)
         dt = DTYPES[dtype_of(dtype)]
         strides = self.tensor_strides(shape_t, dt.itemsize)
-        nbytes = _extent(shape_t, strides) * dt.itemsize
+        nbytes = tensor_extent(shape_t, strides) * dt.itemsize
         return Tensor(self.empty(nbytes, stream_id), shape_t, strides, dt)
 
     def create_tensor(self, array: Any, stream_id: int) -> Tensor:
@@ -518,7 +357,7 @@ class ComputeServer(ABC):
         if strides == contiguous_strides(shape):
             return Tensor(self.create(arr, stream_id), shape, strides, arr.dtype)
         tensor = self.empty_tensor(shape, arr.dtype, stream_id)
-        host = np.zeros(_extent(shape, strides), dtype=arr.dtype)
+        host = np.zeros(tensor_extent(shape, strides), dtype=arr.dtype)
         view = np.lib.stride_tricks.as_strided(
             host, shape=shape, strides=tuple(s * arr.itemsize for s in strides)
         )
@@ -573,7 +412,7 @@ class ComputeServer(ABC):
 
         def done(f: Future[list[bytes]]) -> None:
             try:
-                result.set_result(_gather(f.result()[0], tensor))
+                result.set_result(gather(f.result()[0], tensor))
             except BaseException as e:
                 result.set_exception(e)
 
@@ -648,15 +487,6 @@ class ComputeServer(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release device resources; the server is unusable afterwards."""
 
-    @contextlib.contextmanager
-    def allocation_mode(self, mode: AllocationMode) -> Iterator[None]:
-        """An allocation-mode window as a context manager."""
-        self.push_allocation_mode(mode)
-        try:
-            yield
-        finally:
-            self.pop_allocation_mode()
-
     def sync_begin(self, stream_id: int) -> Callable[[], None] | None:
         """Start a sync under the client's lock; return a wait to run outside it (None: done).
 
@@ -725,29 +555,6 @@ class ComputeServer(ABC):
         """Block until the work of every stream completed; raise the first asynchronous error."""
 
 
-def check_arguments(kernel: Kernel, buffers: Any, scalars: Any) -> None:
-    """ValidationError when a launch's ``buffers`` or ``scalars`` is not a list (or another sized
-    sequence): what a TypeError raised inside a launch plan means. Returns when both are fine."""
-    for what, value, items in (("buffers", buffers, "Handles"), ("scalars", scalars, "values")):
-        if isinstance(value, (str, bytes, Mapping, Handle)) or not isinstance(value, Collection):
-            raise ValidationError(
-                f"kernel {kernel.name!r}: {what} must be a list of {items}, got {describe(value)}; "
-                f"pass [] when the kernel takes none"
-            )
-
-
-def _gather(data: bytes, tensor: Tensor) -> np.ndarray:
-    """The elements of a (possibly pitched) tensor from its raw bytes, C-contiguous."""
-    if tensor.size == 0:
-        return np.empty(tensor.shape, dtype=tensor.dtype)
-    flat = np.frombuffer(data, dtype=tensor.dtype)
-    isz = tensor.dtype.itemsize
-    view = np.lib.stride_tricks.as_strided(
-        flat, shape=tensor.shape, strides=tuple(s * isz for s in tensor.strides), writeable=False
-    )
-    return np.ascontiguousarray(view)
-
-
 def _server(ref: weakref.ref[ComputeServer]) -> ComputeServer:
     server = ref()
     if server is None:  # only reachable from a callback that outlived its server
@@ -762,21 +569,3 @@ def _byte_count(nbytes: Any) -> int:
     if nbytes < 0:
         raise ValidationError(f"sizes are non-negative byte counts, got {nbytes}")
     return int(nbytes)
-
-
-def _check_shape(shape: Iterable[int]) -> tuple[int, ...]:
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        raise ValidationError(f"shape must be a sequence of ints, got {shape!r}") from None
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
-            raise ValidationError(f"shape dimensions are non-negative ints, got {dims!r}")
-    return tuple(int(d) for d in dims)
-
-
-def _extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
-    """Elements spanned by a strided layout (0 for an empty tensor)."""
-    if any(s == 0 for s in shape):
-        return 0
-    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))

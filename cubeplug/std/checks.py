@@ -49,7 +49,8 @@ def buffer(client: Any, handle: Any, nbytes: int, what: str) -> Handle:
             f"{what} is a view at byte offset {handle.start}; {client.backend} binds views at offsets "
             f"aligned to {align} B"
         )
-    return handle
+    result: Handle = handle
+    return result
 
 
 def vector_ok(handle: Handle, n: int) -> bool:

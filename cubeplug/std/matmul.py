@@ -459,7 +459,8 @@ def _compare(
 def _reference(client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Any) -> Handle:
     lhs = client.to_numpy(checks.prefix(a, 4 * m * k), "f32").reshape(m, k).astype(np.float64)
     rhs = client.to_numpy(checks.prefix(b, 4 * k * n), "f32").reshape(k, n).astype(np.float64)
-    return client.create((lhs @ rhs).astype(np.float32))
+    result: Handle = client.create((lhs @ rhs).astype(np.float32))
+    return result
 
 
 REG_4X4 = RegBlock(64, 64, 16, 4, 4, False)
@@ -506,4 +507,5 @@ def matmul(client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Handl
     if k == 0:
         c = out if out is not None else client.empty(4 * m * n)
         return fill(client, c, m * n, 0.0)
-    return autotune(client, MATMUL, a, b, m, n, k, out)
+    result: Handle = autotune(client, MATMUL, a, b, m, n, k, out)
+    return result

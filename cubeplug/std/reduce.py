@@ -148,7 +148,8 @@ _W_STORE_ATOMIC = """\
 
 # ---------------------------------------------------------------------------------------- python dialect
 def _sum(x: np.ndarray, n: Any) -> np.float32:
-    return np.float32(np.sum(x[: int(n)], dtype=np.float32))
+    result: np.float32 = np.float32(np.sum(x[: int(n)], dtype=np.float32))
+    return result
 
 
 def _partial_py(launch: Any, x: np.ndarray, partials: np.ndarray, n: Any) -> None:
@@ -242,7 +243,7 @@ def two_pass(vector: bool, per_unit: int, resident: bool = False) -> Any:
         cubes = checks.groups(items, CUBE * per_unit)
         if resident:
             cubes = min(cubes, resident_cubes(client))
-        out = client.empty(4)
+        out: Handle = client.empty(4)
         if cubes == 1:
             client.launch_unchecked(first, CubeCount(1), [*bound, out], [n])
             return out
@@ -261,7 +262,7 @@ def one_pass_atomic(vector: bool, per_unit: int) -> Any:
     def run(client: Any, x: Handle, n: int) -> Handle:
         bound, items = _bind(x, n, vector)
         cubes = checks.groups(items, CUBE * per_unit)
-        out = client.empty(4)
+        out: Handle = client.empty(4)
         client.launch_unchecked(fill_launcher("u32").scalar, CubeCount(1), [out], [0, 1])
         client.launch_unchecked(pass_kernel, CubeCount(cubes), [*bound, out], [n])
         return out
@@ -298,7 +299,8 @@ def _compare(client: Any, expected: Handle, got: Handle, x: Handle, n: int) -> s
 
 def _reference(client: Any, x: Handle, n: int) -> Handle:
     host = client.to_numpy(checks.prefix(x, 4 * n), "f32")
-    return client.create(np.array([host.sum(dtype=np.float64)], dtype=np.float32))
+    result: Handle = client.create(np.array([host.sum(dtype=np.float64)], dtype=np.float32))
+    return result
 
 
 #: The tunable set of reduce_sum (see the module docstring for the candidates).
@@ -326,5 +328,7 @@ def reduce_sum(client: Any, handle: Handle, n: int) -> Handle:
     n = checks.count(n)
     checks.buffer(client, handle, 4 * n, "reduce_sum: handle")
     if n == 0:
-        return client.create(np.zeros(1, np.float32))
-    return autotune(client, REDUCE_SUM, handle, n)
+        empty: Handle = client.create(np.zeros(1, np.float32))
+        return empty
+    result: Handle = autotune(client, REDUCE_SUM, handle, n)
+    return result

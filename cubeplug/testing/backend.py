@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from cubeplug.core.errors import BackendUnavailableError
 
+# The registry is imported inside the functions below, not here: this module loads with the pytest
+# plugin (entry point ``pytest11``) in every pytest session of an environment holding cubeplug, and
+# the registry brings the client and numpy (about 0.1 s) that a session not testing cubeplug never needs.
 if TYPE_CHECKING:
     from cubeplug.core.client import ComputeClient
 
@@ -40,7 +43,7 @@ def resolve_selector(
     option (or the variable) only picks its device or platform when it names the same backend.
     With neither, the selector is ``"auto"`` (configuration and environment decide).
     """
-    from cubeplug.core.selection import parse_selector
+    from cubeplug.registry.selection import parse_selector
 
     if module_backend:
         name = parse_selector(module_backend).backend
@@ -59,26 +62,26 @@ class BackendUnderTest:
     @property
     def name(self) -> str:
         """The backend's name as the selector gives it (``"auto"`` until a client is made)."""
-        from cubeplug.core.selection import parse_selector
+        from cubeplug.registry.selection import parse_selector
 
         return parse_selector(self.selector).backend
 
     def client(self) -> ComputeClient:
         """The process-wide client of the selector (``cubeplug.client``); BackendUnavailableError if none."""
-        import cubeplug
+        from cubeplug.registry.selection import client
 
         try:
-            return cubeplug.client(self.selector)
+            return client(self.selector)
         except BackendUnavailableError:
             if not register_builtin(self.name):
                 raise
-        return cubeplug.client(self.selector)
+        return client(self.selector)
 
     def fresh(self, **sections: Any) -> ComputeClient:
         """A new client of the selector, its config's ``sections`` overridden (``memory={"limit": 1}``)."""
-        from cubeplug.core.config import effective_config, with_overrides
-        from cubeplug.core.plugins import registry
-        from cubeplug.core.selection import select
+        from cubeplug.registry.plugins import registry
+        from cubeplug.registry.selection import select
+        from cubeplug.registry.settings import effective_config, with_overrides
 
         self.client()  # the same availability checks (and fallback registration) as the shared client
         eff = effective_config()
@@ -95,7 +98,7 @@ class BackendUnderTest:
 
 def register_builtin(name: str) -> bool:
     """Register ``cubeplug.backends.<name>.plugin`` in process when no entry point names it; True if done."""
-    from cubeplug.core.plugins import register_backend, registry
+    from cubeplug.registry.plugins import register_backend, registry
 
     if name == "auto" or name in registry().names():
         return False

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.core.kernel import Buffer, Kernel, Scalar
+from cubeplug.core.kernel import DTYPES, Buffer, Kernel, Scalar
 
 #: The dialects the suite writes its kernels in.
 SUITE_DIALECTS = ("python", "c", "wgsl")
@@ -328,10 +328,9 @@ NOWHERE = Kernel("nowhere", [Buffer("x", "f32")], {"no_such_dialect": "nothing"}
 # ---------------------------------------------------------------------------------------- values
 def sample(dtype: str, n: int) -> np.ndarray:
     """``n`` small, exactly representable values of ``dtype`` (no overflow when 3 is added)."""
-    from cubeplug.core.kernel import DTYPES
-
     if dtype == "bool":
-        return np.arange(n) % 3 == 0
+        result: np.ndarray = np.arange(n) % 3 == 0
+        return result
     return (np.arange(n) % 50).astype(DTYPES[dtype])
 
 

@@ -3,7 +3,7 @@
 Directives (usable from Markdown as ```` ```{cubeplug-config-table} ````):
 
 ``cubeplug-config-table``
-    Every key of :data:`cubeplug.core.config.SCHEMA`: its ``[section] key``, its environment
+    Every key of :data:`cubeplug.registry.settings.SCHEMA`: its ``[section] key``, its environment
     variable, its default (from the config dataclasses) and its allowed values.
 ``cubeplug-backend-options``
     The ``[backends.<name>]`` option keys each built-in backend accepts.
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 def backend_usable(name: str) -> bool:
     """True when backend ``name`` is installed and its probe succeeds here (doctest ``:skipif:``)."""
     try:
-        from cubeplug.core.plugins import registry
+        from cubeplug.registry.plugins import registry
 
         return bool(registry().probe(name).ok)
     except Exception:
@@ -111,7 +111,7 @@ class ConfigTable(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        from cubeplug.core import config as cfg
+        from cubeplug.registry import settings as cfg
 
         defaults = cfg.Config()
         tables = getattr(cfg, "_TABLES", set())

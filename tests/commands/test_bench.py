@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cubeplug import cli
-from cubeplug.core import selection
+from cubeplug.registry import selection
 from tests.std.conftest import skip_reason
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")

@@ -532,19 +532,19 @@ def test_handles_of_one_size_reused_in_a_loop_keep_their_data_apart(cpu_client) 
 
 
 def test_counts_given_as_ints_and_tuples_are_converted_once_and_checked_alike() -> None:
-    from cubeplug.core import client as client_mod
+    from cubeplug.core import launcher as client_mod
 
     client_mod._counts.clear()
-    assert client_mod._as_count(8) is client_mod._as_count(8)  # converted once
-    assert client_mod._as_count((8, 2)) is client_mod._as_count((8, 2))
-    assert client_mod._as_count((8, 2)).as_tuple() == (8, 2, 1)
-    assert client_mod._as_count(np.int64(8)).as_tuple() == (8, 1, 1)
-    assert client_mod._as_count(1).as_tuple() == (1, 1, 1)
+    assert client_mod.as_count(8) is client_mod.as_count(8)  # converted once
+    assert client_mod.as_count((8, 2)) is client_mod.as_count((8, 2))
+    assert client_mod.as_count((8, 2)).as_tuple() == (8, 2, 1)
+    assert client_mod.as_count(np.int64(8)).as_tuple() == (8, 1, 1)
+    assert client_mod.as_count(1).as_tuple() == (1, 1, 1)
     for bad in (True, 1.0, (True,), (1.0, 1), (1, 2, 3, 4), "8", (-1,)):
         with pytest.raises(ValidationError):  # equal to a cached count or not, still refused
-            client_mod._as_count(bad)
+            client_mod.as_count(bad)
     for i in range(client_mod._COUNT_CACHE_SIZE + 10):
-        client_mod._as_count(i)
+        client_mod.as_count(i)
     assert len(client_mod._counts) <= client_mod._COUNT_CACHE_SIZE
 
 

@@ -11,6 +11,7 @@ from cubeplug import Buffer, CubeCount, Kernel, Scalar
 from cubeplug.core.client import ComputeClient
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.kernel import ExecutionMode
+from cubeplug.core.launcher import launch_general
 from cubeplug.core.plans import QueueCode, make_plan
 from cubeplug.core.stream import MultiStream
 from tests.conftest import make_cpu_client
@@ -31,11 +32,11 @@ class Recorder:
 
     def __call__(self, server: Any, kernel: Kernel, compiled: Any, count: Any, *rest: Any) -> Any:
         self.calls += 1
-        return server._launch_general(kernel, compiled, count, *rest)
+        return launch_general(server, kernel, compiled, count, *rest)
 
 
 def plan_for(client: ComputeClient, kernel: Kernel, alignment: int, general: Recorder) -> Any:
-    compiled = client.server._compile(kernel, ExecutionMode.CHECKED)
+    compiled = client.server.compile_kernel(kernel, ExecutionMode.CHECKED)
     return make_plan(kernel, compiled, alignment, general)
 
 
@@ -108,12 +109,12 @@ def test_anything_else_takes_the_general_path(
         buffers[0] = cpu_client.empty(6)
     elif case == "too_few_buffers":
         buffers = buffers[:1]
-    compiled = server._compile(K, ExecutionMode.CHECKED)
+    compiled = server.compile_kernel(K, ExecutionMode.CHECKED)
     if expect_error:
         with pytest.raises(ValidationError) as generated:
             plan(server, count, buffers, scalars, 0)
         with pytest.raises(ValidationError) as full:
-            server._launch_general(K, compiled, count, buffers, scalars, 0)
+            launch_general(server, K, compiled, count, buffers, scalars, 0)
         assert str(generated.value) == str(full.value)
         assert queued == []
     else:
@@ -141,7 +142,7 @@ def test_the_client_launches_through_the_plan_and_reports_errors(cpu_client: Com
     k = Kernel("p", [Buffer("x", "f32")], {"python": lambda launch, x: None})
     x = cpu_client.create(np.arange(8, dtype=np.float32))
     cpu_client.launch(k, 1, [x])
-    assert k in cpu_client.server.launch_plans
+    assert k in cpu_client.launcher.checked_plans
     with pytest.raises(ValidationError, match="not a multiple of its element size"):
         cpu_client.launch(k, 1, [x.offset_end(2)])
     with pytest.raises(ValidationError, match="takes 1 buffers"):
@@ -189,7 +190,7 @@ def inline_plan(
     """A plan of ``P`` whose backend lines record what they see, over a MultiStream of recording streams."""
     ms: MultiStream[Any, Any] = MultiStream(RecordingBackend(), max_streams)
     code = QueueCode(["ran.append((stream, b0, t0, s0, s1, count))"], {"ran": ran}, ms)
-    compiled = client.server._compile(P, ExecutionMode.CHECKED)
+    compiled = client.server.compile_kernel(P, ExecutionMode.CHECKED)
     return make_plan(P, compiled, 1, Recorder(), code), ms
 
 
@@ -234,7 +235,7 @@ def test_an_unchecked_plan_passes_values_as_given_and_tests_only_the_handles(
     cpu_client: ComputeClient, queued: list[tuple[Any, ...]]
 ) -> None:
     fallbacks: list[Any] = []
-    compiled = cpu_client.server._compile(K, ExecutionMode.UNCHECKED)
+    compiled = cpu_client.server.compile_kernel(K, ExecutionMode.UNCHECKED)
     plan = make_plan(K, compiled, 256, lambda *args: fallbacks.append(args[4]), checked=False)
     x, y = cpu_client.empty(64), cpu_client.empty(64)
     odd = y.offset_start(4)  # unaligned, and not whole f32 elements: not tested unchecked

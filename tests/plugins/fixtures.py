@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cubeplug.core import selection
 from cubeplug.core.backend import BackendSpec, Probe
 from cubeplug.hookspecs import hookimpl
+from cubeplug.registry import selection
 from tests.plugins.distributions import MODULES, install
 
 Installer = Callable[..., Path]
@@ -22,7 +22,7 @@ Installer = Callable[..., Path]
 @functools.lru_cache(maxsize=1)
 def other_builtins() -> tuple[str, ...]:
     """cubeplug's own backends other than cpu (real GPU backends), blocked to keep these tests hermetic."""
-    from cubeplug.core.plugins import PluginRegistry
+    from cubeplug.registry.plugins import PluginRegistry
 
     return tuple(n for n, e in PluginRegistry(env={}).entries().items() if e.builtin and n != "cpu")
 

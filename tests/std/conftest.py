@@ -38,7 +38,7 @@ def _device(name: str, config: Any) -> int:
     """The device index under test (and, for OpenCL, the platform filter from CUBEPLUG_TEST_OPENCL)."""
     if name != "opencl":
         return 0
-    from cubeplug.core.selection import parse_selector
+    from cubeplug.registry.selection import parse_selector
 
     sel = parse_selector(os.environ.get("CUBEPLUG_TEST_OPENCL", "opencl:0"))
     if sel.filter is not None:

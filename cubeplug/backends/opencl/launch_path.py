@@ -21,14 +21,16 @@ import os
 import sys
 import threading
 import weakref
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import CubeCount, Kernel
+from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
+from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory.slice_token import SliceToken
 from cubeplug.core.storage import StorageHandle
-from cubeplug.core.stream import StreamState, _local
+from cubeplug.core.stream import StreamState, thread_streams
 
 _lock = threading.Lock()
 _loaded: tuple[ModuleType | None, str] | None = None
@@ -92,38 +94,84 @@ def _opencl_library() -> ctypes.CDLL | None:
         return None
 
 
-def launcher(server: Any, client: Any, checked: bool, method: Any) -> Any | None:
-    """A stand-in for ``client``'s ``method`` (``launch`` or ``launch_unchecked``) whose common case
-    runs in C; None when the extension is not in use. ``checked``: the plans ``method`` uses."""
+@dataclass(frozen=True)
+class NativeParts:
+    """What the C launcher needs of its server, handed over by the server itself."""
+
+    #: The device's offset alignment (bytes).
+    alignment: int
+    #: The storage's pages, by id (the C code binds a page, or a sub-buffer from ``bind``).
+    pages: Any
+    #: ``bind(page id, offset, size)``: the ``cl.Buffer`` of a region.
+    bind: Any
+    #: ``relaunch(prog, queue, size)``: the enqueue again through PyOpenCL after a driver error.
+    relaunch: Any
+
+
+def make_launcher(server: Any, settings: LaunchSettings, parts: NativeParts) -> Launcher | None:
+    """A :class:`NativeLauncher` for ``server``'s client; None when the extension is not in use."""
     module = load()
     if module is None:
         return None
-    entries: dict[Kernel, Any] = {}
-    server._natives.plans.append(entries)  # released with the server's plans (see server._release)
-    return module.Launcher(
-        client_ref=weakref.ref(client),
-        fallback=method,
-        lock=client._lock,
-        local=None if client._single else _local,
-        server=server,
-        slots=server.multistream.streams.slots,
-        max_streams=server.multistream.max_streams,
-        max_count=server.capabilities.max_cube_count,
-        entries=entries,
-        on_miss=functools.partial(entry, weakref.ref(server), checked),
-    )
+    return NativeLauncher(server, settings, module, parts)
 
 
-def entry(server_ref: Any, checked: bool, kernel: Kernel) -> Any:
-    """The launcher's entry for ``kernel`` once it has a plan: an ``Entry``; None while it has no
+class NativeLauncher(Launcher):
+    """The core's :class:`~cubeplug.core.launcher.Launcher` with ``launch`` and ``launch_unchecked``
+    in C: each takes the common case (a kernel with a plan, plain arguments, the streams' common
+    case) in one C call and hands everything else to the core's method of the same name."""
+
+    def __init__(self, server: Any, settings: LaunchSettings, module: ModuleType, parts: NativeParts) -> None:
+        super().__init__(server, settings)
+        me = weakref.ref(self)
+        streams = server.multistream
+        #: The C launchers' entries by kernel: checked, then unchecked (they hold the cl kernels).
+        self.entries: tuple[dict[Kernel, Any], dict[Kernel, Any]] = ({}, {})
+        default_checked = settings.mode is ExecutionMode.CHECKED
+        for name, checked, entries in (
+            ("launch", default_checked, self.entries[0 if default_checked else 1]),
+            ("launch_unchecked", False, self.entries[1]),
+        ):
+            fast = module.Launcher(
+                client_ref=me,  # the fallback's self: the core's method, on this launcher
+                fallback=getattr(Launcher, name),
+                lock=settings.lock,
+                local=None if settings.single else thread_streams,
+                server=server,
+                slots=streams.streams.slots,
+                max_streams=streams.max_streams,
+                max_count=server.capabilities.max_cube_count,
+                entries=entries,
+                on_miss=functools.partial(_entry, me, checked, parts),
+            )
+            setattr(self, name, fast)  # this launcher's own methods, in C
+
+    def tables(self) -> list[dict[Any, Any]]:
+        return [*super().tables(), *self.entries]
+
+    def refuse(self, stand_in: Any, lock: Any) -> None:
+        # Closed C launchers hand every call to the core's methods, which reach the stand-in.
+        for fast in (self.launch, self.launch_unchecked):
+            closer = getattr(fast, "close", None)
+            if closer is not None:
+                closer()
+        super().refuse(stand_in, lock)
+
+    def close(self, stand_in: Any) -> None:
+        super().close(stand_in)
+        for entries in self.entries:
+            entries.clear()
+
+
+def _entry(launcher_ref: Any, checked: bool, parts: NativeParts, kernel: Kernel) -> Any:
+    """The C launcher's entry for ``kernel`` once it has a plan: an ``Entry``; None while it has no
     plan yet; False for a kernel the launcher never takes (it then always goes to Python)."""
-    server = server_ref()
+    launcher = launcher_ref()
     module = load()
-    if server is None or module is None or not isinstance(kernel, Kernel):
+    if launcher is None or module is None or not isinstance(kernel, Kernel):
         return None
-    plans = server.launch_plans if checked else server.unchecked_plans
-    compiled = (server._checked_kernels if checked else server._compiled).get(kernel)
-    if kernel not in plans or compiled is None:
+    compiled = launcher.compiled_for(kernel, checked)
+    if kernel not in launcher.plans(checked) or compiled is None:
         return None
     prog = compiled.program
     dtypes = tuple(p.dtype for p in kernel.scalar_params)
@@ -138,24 +186,11 @@ def entry(server_ref: Any, checked: bool, kernel: Kernel) -> Any:
         itemsizes=kernel.buffer_itemsizes,
         scalar_slots=prog.scalar_slots,
         scalar_dtypes=dtypes,
-        alignment=server._align,
+        alignment=parts.alignment,
         checked=checked,
         last_buffers=prog.last_buffers,
         last_scalars=prog.last_scalars,
-        pages=server._pages,
-        bind=server._bind,
-        on_error=functools.partial(_enqueue_again, server_ref, prog),
+        pages=parts.pages,
+        bind=parts.bind,
+        on_error=functools.partial(parts.relaunch, prog),
     )
-
-
-def _enqueue_again(server_ref: Any, prog: Any, queue: Any, size: tuple[int, int, int]) -> None:
-    """After a driver error in C: the same enqueue through PyOpenCL, which raises the error that
-    :meth:`OpenCLServer._launch_error` reports (or succeeds, if the cause has gone)."""
-    server = server_ref()
-    if server is None:
-        raise ReferenceError("the server of this launch was garbage-collected")
-    try:
-        server._enqueue(queue, prog.kernel, size, prog.local)
-    except server._cl.Error as e:
-        prog.forget_bindings()
-        raise server._launch_error(prog, size, e) from e

@@ -36,7 +36,7 @@ from cubeplug.backends.opencl import launch_path
 from cubeplug.backends.opencl.compiler import DIALECTS, UNSET, OpenCLProgram, compile_kernel
 from cubeplug.backends.opencl.devices import DeviceContext
 from cubeplug.backends.opencl.options import options
-from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool, memory_properties
+from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool, _code_name, memory_properties
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
@@ -44,6 +44,7 @@ from cubeplug.core.errors import LaunchError, ValidationError
 from cubeplug.core.handle import Handle
 from cubeplug.core.hostmem import host_buffer, host_copy
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
+from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.plans import QueueCode
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.stream import MultiStream
@@ -96,6 +97,20 @@ class _Natives:
         #: The server's launch plans, checked and unchecked (they hold compiled kernels too).
         self.plans: list[dict[Any, Any]] = []
         self.scratch: Any = None
+
+
+def _relaunch(server_ref: Any, prog: OpenCLProgram, queue: Any, size: tuple[int, int, int]) -> None:
+    """After a driver error in the C launcher: the same enqueue through PyOpenCL, which raises the
+    error that :meth:`OpenCLServer._launch_error` reports (or succeeds, if the cause has gone). The
+    server is reached weakly: the launcher's entries are released with the server, never keep it."""
+    server = server_ref()
+    if server is None:
+        raise ReferenceError("the server of this launch was garbage-collected")
+    try:
+        server._enqueue(queue, prog.kernel, size, prog.local)
+    except server._cl.Error as e:
+        prog.forget_bindings()
+        raise server._launch_error(prog, size, e) from e
 
 
 def _forget_bindings(tables: list[dict[Any, Any]]) -> None:
@@ -225,10 +240,8 @@ class OpenCLServer(ComputeServer):
         self._cl = cl
         self._closed = False
         self._natives = _Natives(
-            ctx, storage, self.multistream, self.waiter, self.staging,
-            [self._compiled, self._checked_kernels, self.compile_cache._entries],
+            ctx, storage, self.multistream, self.waiter, self.staging, [self.compile_cache._entries]
         )
-        self._natives.plans = [self.launch_plans, self.unchecked_plans]
         storage.forget_bindings = functools.partial(_forget_bindings, self._natives.compiled)
         self._release = weakref.finalize(self, _release, self._natives)
         _open_servers.add(self)
@@ -352,18 +365,22 @@ class OpenCLServer(ComputeServer):
         }
         return QueueCode(lines, namespace, self.multistream)
 
-    def launch_path(
-        self, client: Any, checked: bool, method: Callable[..., None]
-    ) -> Callable[..., None] | None:
-        """The compiled launcher (launch_path.py) when it is built and ``native_launch`` is on."""
-        if not options(self.config).native_launch:
-            return None
-        made: Callable[..., None] | None = launch_path.launcher(self, client, checked, method)
-        return made
+    def new_launcher(self, settings: LaunchSettings) -> Launcher:
+        """The launcher in C (launch_path.py) when it is built, ``native_launch`` is on and the client
+        does not profile; else the core's. Its kernels and plans are released with the server's."""
+        launcher: Launcher | None = None
+        if options(self.config).native_launch and settings.profile is None:
+            parts = launch_path.NativeParts(
+                self._align, self._pages, self._bind, functools.partial(_relaunch, weakref.ref(self))
+            )
+            launcher = launch_path.make_launcher(self, settings, parts)
+        if launcher is None:
+            launcher = super().new_launcher(settings)
+        self._natives.compiled.append(launcher.compiled)
+        self._natives.plans.extend(launcher.tables())
+        return launcher
 
     def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
-        from cubeplug.backends.opencl.storage import _code_name
-
         code = _code_name(e)
         hint = ""
         threads = 1

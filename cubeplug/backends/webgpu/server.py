@@ -291,7 +291,7 @@ class WgpuServer(ComputeServer):
 
     def _copy_program(self) -> WgslProgram:
         if self._copy is None:
-            self._copy = self._compile(COPY_KERNEL, ExecutionMode.UNCHECKED).program
+            self._copy = self.compile_kernel(COPY_KERNEL, ExecutionMode.UNCHECKED).program
         return self._copy
 
     def _copy_bytes(

@@ -11,15 +11,14 @@ results in memory only; ``[autotune.bench]`` tunes the measuring (see :mod:`.set
 
 from __future__ import annotations
 
+from cubeplug.core.paths import ENV_CACHE_DIR, cache_dir
 from cubeplug.core.tune.cache import (
     DB_NAME,
-    ENV_CACHE_DIR,
     CacheEntry,
     Namespace,
     PersistentCache,
     TuneCache,
     TuneCacheWarning,
-    cache_dir,
     default_db_path,
     persistent_cache,
     reset_persistent_caches,

@@ -25,12 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, ValidationError
 from cubeplug.core.tune.cache import CacheEntry, Namespace, TuneCache, persistent_cache
 from cubeplug.core.tune.key import AutotuneKey
 from cubeplug.core.tune.progress import progress_bar
 from cubeplug.core.tune.settings import BenchSettings, bench_settings
 from cubeplug.core.tune.tunable import Tunable, TunableSet
+from cubeplug.core.version import __version__
 
 log = logging.getLogger("cubeplug.tune")
 
@@ -136,13 +138,11 @@ class Tuner:
         settings: BenchSettings | None = None,
         cache: TuneCache | None = None,
     ) -> None:
-        import cubeplug
-
         self.name = name
         self.device = device
         self.level = level
         self.settings = settings or bench_settings(level)
-        self.cache = cache or TuneCache(Namespace(cubeplug.__version__, device, name))
+        self.cache = cache or TuneCache(Namespace(__version__, device, name))
         self.stats = TunerStats()
         #: The tuning (or cache load) of each key seen by this process.
         self.results: dict[AutotuneKey, TuneResult] = {}
@@ -353,16 +353,13 @@ def tuner_for(client: Any, tunables: TunableSet) -> Tuner:
 
 def new_tuner(client: Any, name: str, *, cache_path: Any = None) -> Tuner:
     """A fresh tuner for ``client``: level, settings and persistence from the client's ``[autotune]``."""
-    import cubeplug
-    from cubeplug.core.config import Config
-
     server = getattr(client, "server", client)
     config = getattr(server, "config", None) or Config()
     level = config.autotune.level
     settings = bench_settings(level, config.autotune.bench)
     device = device_id(client)
     persistent = persistent_cache(cache_path) if config.autotune.cache else None
-    cache = TuneCache(Namespace(cubeplug.__version__, device, name), persistent)
+    cache = TuneCache(Namespace(__version__, device, name), persistent)
     return Tuner(name, device, level=level, settings=settings, cache=cache)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -85,9 +85,12 @@ class TestBadInput:
 
     def test_offsets_beyond_the_handle(self, cubeplug_client: Any, keeper: Keeper) -> None:
         h = keeper.handle
-        for bad in (lambda: h.offset_start(h.size + 1), lambda: h.offset_end(h.size + 1),
-                    lambda: h.offset_start(h.size // 2 + 4).offset_end(h.size // 2),
-                    lambda: h.offset_start(-4), lambda: h.offset_end(1.5)):  # fmt: skip
+        bads: list[Callable[[], Any]] = [
+            lambda: h.offset_start(h.size + 1), lambda: h.offset_end(h.size + 1),
+            lambda: h.offset_start(h.size // 2 + 4).offset_end(h.size // 2),
+            lambda: h.offset_start(-4), lambda: h.offset_end(1.5),
+        ]  # fmt: skip
+        for bad in bads:
             with pytest.raises(ValidationError):
                 bad()
 
@@ -142,7 +145,7 @@ class TestBadInput:
         view = h.offset_start(16)
         h.drop()
         assert h.is_dropped
-        bad_calls = [
+        bad_calls: list[Callable[[], Any]] = [
             lambda: cubeplug_client.read_one(h),
             lambda: h.offset_start(4),
             lambda: cubeplug_client.to_client(h, cubeplug_cpu_client),

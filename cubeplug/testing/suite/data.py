@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cubeplug.core.errors import ValidationError
 from cubeplug.core.handle import Tensor
 from cubeplug.core.kernel import DTYPES
 from cubeplug.testing import gates, kernels
@@ -138,8 +139,6 @@ class TestViews:
         np.testing.assert_array_equal(cubeplug_client.to_numpy(h, "u32"), expected)
 
     def test_offset_alignment(self, cubeplug_client: Any) -> None:
-        from cubeplug.core.errors import ValidationError
-
         k = gates.kernel(cubeplug_client, kernels.FILL)
         align = int(cubeplug_client.capabilities.offset_alignment)
         h = cubeplug_client.create(np.zeros(64, np.uint32))

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import cubeplug
 from cubeplug.core.errors import BackendUnavailableError, CubeplugError, ForkedClientError, WorkDroppedError
+from cubeplug.registry.selection import client as selected_client
 from cubeplug.testing import gates, kernels
 
 #: Launches per interrupt trial.
@@ -231,13 +231,14 @@ def _child_inherited(client: Any, conn: Any) -> None:
     """In the child: the parent's client must refuse at once, with ForkedClientError."""
     results = []
     h = None
-    for name, call in (
+    calls: list[tuple[str, Callable[[], Any]]] = [
         ("create", lambda: client.create(np.ones(4, np.float32))),
         ("empty", lambda: client.empty(64)),
         ("sync", lambda: client.sync()),
         ("flush", lambda: client.flush()),
         ("memory_usage", lambda: client.memory_usage()),
-    ):
+    ]
+    for name, call in calls:
         try:
             h = call()
             results.append((name, "no error"))
@@ -252,7 +253,7 @@ def _child_inherited(client: Any, conn: Any) -> None:
 def _child_fresh(backend: str, conn: Any) -> None:
     """In the child: cubeplug.client() gives a working client, or says to use spawn."""
     try:
-        c = cubeplug.client(backend)
+        c = selected_client(backend)  # what cubeplug.client is
         h = c.create(np.arange(16, dtype=np.float32))
         k = kernels.ADD_ONE
         x = c.create(np.zeros(8, np.int32))

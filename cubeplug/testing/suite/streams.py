@@ -50,7 +50,8 @@ class TestStreams:
         def work(start: int) -> np.ndarray:
             h = cubeplug_client.create(np.full(N, start, np.int32))
             _chain(cubeplug_client, h, 50)
-            return cubeplug_client.to_numpy(h, "i32")
+            result: np.ndarray = cubeplug_client.to_numpy(h, "i32")
+            return result
 
         with ThreadPoolExecutor(2) as pool:
             a, b = pool.map(work, (0, 7))

@@ -3,6 +3,7 @@ on whole handles and on views, ordered with launches like any other work, and ba
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ class TestWriteCopyFill:
         c = cubeplug_client
         h = c.create(np.arange(8, dtype=np.int32))
         other = c.create(np.zeros(4, np.int32))
-        cases = [
+        cases: list[tuple[Callable[[], Any], str]] = [
             (lambda: c.write(h, b"short"), "sizes must match"),
             (lambda: c.write(h, [1, 2, 3]), "numpy.asarray"),
             (lambda: c.write("not a handle", b"abcd"), "handle"),

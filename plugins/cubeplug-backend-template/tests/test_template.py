@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cubeplug
-from cubeplug.core.plugins import registry
+from cubeplug.registry.plugins import registry
 
 KERNEL = cubeplug.Kernel(
     "axpy",
@@ -28,7 +28,7 @@ def client():  # type: ignore[no-untyped-def]
 def test_selected_by_name_and_never_by_auto(client) -> None:  # type: ignore[no-untyped-def]
     assert client.backend == "template" and cubeplug.client("template:0") is client
     assert registry().probe("template").ok
-    from cubeplug.core.selection import select
+    from cubeplug.registry.selection import select
 
     assert select("auto").backend != "template"
 

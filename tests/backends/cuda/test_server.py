@@ -488,7 +488,7 @@ def test_launch_paths_agree(make_client, path) -> None:  # type: ignore[no-untyp
         client.launch_unchecked(ADD_ONE, blocks(n, 256), [x.offset_start(16)], [np.uint32(n - 4)])
     got = client.to_numpy(x, "i32")
     assert got[:4].sum() == 0 and (got[4:] == 50).all()
-    assert client.server._compiled[ADD_ONE].program.launch_path == path
+    assert client.launcher.compiled_for(ADD_ONE, checked=False).program.launch_path == path
 
 
 def test_peer_copy_between_two_devices(mode, make_client) -> None:  # type: ignore[no-untyped-def]
@@ -518,7 +518,7 @@ def test_peer_copy_between_two_devices(mode, make_client) -> None:  # type: igno
 def test_built_through_the_plugin_hooks(mode) -> None:  # type: ignore[no-untyped-def]
     from cubeplug import BackendUnavailableError
     from cubeplug.core.config import Config
-    from cubeplug.core.plugins import registry, reset_registry
+    from cubeplug.registry.plugins import registry, reset_registry
 
     reset_registry()
     try:

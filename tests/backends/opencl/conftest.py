@@ -33,7 +33,7 @@ requires_opencl = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON
 
 def test_selector() -> tuple[int, str | None]:
     """(device index, platform filter) of the device under test."""
-    from cubeplug.core.selection import parse_selector
+    from cubeplug.registry.selection import parse_selector
 
     sel = parse_selector(os.environ.get("CUBEPLUG_TEST_OPENCL", "opencl:0"))
     return sel.device or 0, sel.filter

@@ -447,7 +447,7 @@ def test_launch_errors_name_the_limit(client) -> None:  # type: ignore[no-untype
     import pyopencl as cl
 
     client.launch(ADD_ONE, 1, [client.empty(256)], [64])
-    prog = client.server._checked_kernels[ADD_ONE].program
+    prog = client.launcher.compiled_for(ADD_ONE).program
 
     class FakeError(Exception):
         code = cl.status_code.INVALID_WORK_GROUP_SIZE

@@ -131,8 +131,8 @@ def test_programs_are_cached_per_device_across_clients() -> None:
         second = time.perf_counter() - t0
         assert second < first
         assert a.server.compile_cache.misses == 1 and b.server.compile_cache.misses == 1
-        pa = a.server._checked_kernels[unique].program
-        pb = b.server._checked_kernels[unique].program
+        pa = a.launcher.compiled_for(unique).program
+        pb = b.launcher.compiled_for(unique).program
         assert pa.kernel is not pb.kernel  # each client binds its own cl.Kernel
         assert pa.kernel.program.int_ptr == pb.kernel.program.int_ptr
     finally:

@@ -16,8 +16,8 @@ import pytest
 import cubeplug
 from cubeplug import BackendUnavailableError
 from cubeplug.backends.opencl import devices, plugin
-from cubeplug.core import selection
 from cubeplug.core.config import Config
+from cubeplug.registry import selection
 from tests.backends.opencl.conftest import requires_opencl
 
 GENERIC = "error: unknown target CPU 'generic'"

@@ -25,6 +25,7 @@ from cubeplug import Buffer, CubeCount, Kernel, LaunchError, Scalar, ValidationE
 from cubeplug.backends.opencl import launch_path
 from cubeplug.core.errors import ConfigError
 from cubeplug.core.kernel import DTYPES
+from cubeplug.core.launcher import Launcher
 from tests.backends.opencl.conftest import SKIP_REASON, make_client, requires_opencl
 
 pytestmark = requires_opencl
@@ -83,8 +84,10 @@ def pair() -> Iterator[tuple[Any, Any]]:
 def test_the_launcher_stands_in_for_both_launch_methods(pair: tuple[Any, Any]) -> None:
     module = native_or_skip()
     fast, slow = pair
-    assert type(fast.launch) is module.Launcher and type(fast.launch_unchecked) is module.Launcher
-    assert "launch" not in slow.__dict__ and "launch_unchecked" not in slow.__dict__
+    launcher = fast.launcher
+    assert type(launcher.launch) is module.Launcher and type(launcher.launch_unchecked) is module.Launcher
+    assert type(slow.launcher) is Launcher  # the core's launcher, in Python
+    assert "launch" not in fast.__dict__ and "launch_unchecked" not in fast.__dict__  # nothing patched
     assert launch_path.status().startswith("in use")
 
 
@@ -175,7 +178,7 @@ def test_plain_launches_take_the_c_path_and_the_rest_go_to_python(pair: tuple[An
     fast, _ = pair
     x = fast.create(np.arange(64, dtype=np.float32))
     y = fast.create(np.zeros(64, dtype=np.float32))
-    launch = fast.launch
+    launch = fast.launcher.launch
     launch(AXPY, 4, [x, y], [1.0, 64])  # the first launch of a kernel goes to Python, then it is known
     before = launch.fast_launches
     launch(AXPY, 4, [x, y], [1.0, 64])
@@ -214,7 +217,7 @@ def test_a_handle_of_another_client_is_refused_as_in_python(pair: tuple[Any, Any
 def test_a_kernel_with_a_bool_scalar_always_goes_to_python(pair: tuple[Any, Any]) -> None:
     fast, _ = pair
     y = fast.empty(16)
-    launch = fast.launch
+    launch = fast.launcher.launch
     before = launch.fast_launches
     for on in (True, False, True):
         launch(HALF, 1, [y], [on])
@@ -308,7 +311,7 @@ def test_a_closed_client_refuses_a_launcher_kept_from_before() -> None:
     client = make_client()
     x = client.create(np.ones(64, np.float32))
     client.launch(AXPY, 4, [x, x], [1.0, 64])
-    kept = client.launch
+    kept = client.launcher.launch
     client.close()
     assert kept.closed and "launch" not in client.__dict__
     with pytest.raises(ValidationError, match="was closed"):
@@ -341,7 +344,7 @@ def test_a_launcher_kept_after_its_client_is_gone_refuses_every_call() -> None:
     client = make_client()
     x = client.create(np.ones(64, np.float32))
     client.launch(AXPY, 4, [x, x], [1.0, 64])
-    kept = client.launch
+    kept = client.launcher.launch
     del client
     gc.collect()
     for count in (4, 0):  # the C path's case, and one it hands to Python
@@ -350,7 +353,7 @@ def test_a_launcher_kept_after_its_client_is_gone_refuses_every_call() -> None:
 
 
 def test_a_subclass_that_overrides_launch_is_called_every_time() -> None:
-    native_or_skip()
+    module = native_or_skip()
     from cubeplug.core.client import ComputeClient
 
     calls: list[int] = []
@@ -366,7 +369,7 @@ def test_a_subclass_that_overrides_launch_is_called_every_time() -> None:
     for _ in range(3):
         client.launch(AXPY, 4, [x, x], [1.0, 64])
     assert len(calls) == 3 and "launch" not in client.__dict__
-    assert "launch_unchecked" in client.__dict__  # not overridden: the launcher stands in
+    assert type(client.launcher.launch_unchecked) is module.Launcher  # the launcher in C behind it
     assert client.to_numpy(x, "f32").tolist() == [8.0] * 64
     client.close()
 
@@ -377,11 +380,11 @@ def test_launchers_and_entries_are_initialised_once_and_close_lets_go_of_the_str
     x = client.create(np.ones(64, np.float32))
     client.launch(AXPY, 4, [x, x], [1.0, 64])
     client.launch(AXPY, 4, [x, x], [1.0, 64])
-    launcher = client.launch
+    launcher = client.launcher.launch
     slots = client.server.multistream.streams.slots  # the stream states, with their queues
     assert any(r is slots for r in gc.get_referents(launcher))
     with pytest.raises(TypeError, match="initialised once"):
-        launcher.__init__(weakref.ref(client), None, client._lock, None, client.server, [], 1, {}, None)
+        launcher.__init__(weakref.ref(client), None, threading.RLock(), None, client.server, [], 1, {}, None)
     tables = client.server._natives.plans  # the plans, and the launchers' entries
     entry = next(v for table in tables for v in table.values() if type(v) is module.Entry)
     assert type(entry) is module.Entry

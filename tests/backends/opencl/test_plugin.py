@@ -63,7 +63,7 @@ def test_selector_filter_picks_the_platform() -> None:
 @requires_opencl
 def test_through_the_registry_with_a_selector() -> None:
     import cubeplug
-    from cubeplug.core import selection
+    from cubeplug.registry import selection
 
     first = devices.usable_devices()[0]
     needle = str(first.platform.vendor).split()[-1].lower()

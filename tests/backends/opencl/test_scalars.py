@@ -72,7 +72,7 @@ def test_scalars_equal_to_the_last_launch_are_kept_and_changes_reach_the_kernel(
         out = client.create(np.zeros(4, np.float32))
         args = [2.0, 0]
         client.launch(RECIP, 1, [out], args)
-        prog = client.server._checked_kernels[RECIP].program
+        prog = client.launcher.compiled_for(RECIP).program
         assert prog.last_scalars == [2.0, 0]
         args[0] = 4.0  # the caller's list changes after the launch: the next launch sees the change
         client.launch(RECIP, 1, [out], (4.0, 1))

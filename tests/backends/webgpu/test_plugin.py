@@ -95,7 +95,7 @@ def test_gl_adapter_where_present() -> None:
 @requires_webgpu
 def test_through_the_registry_with_a_selector() -> None:
     import cubeplug
-    from cubeplug.core import selection
+    from cubeplug.registry import selection
 
     first = plugin.select_adapter(0, make_config())
     api = str(first.info["backend_type"]).lower()

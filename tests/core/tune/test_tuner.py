@@ -200,7 +200,7 @@ def test_bench_settings_from_config() -> None:
 
 
 def test_config_file_and_environment_reach_the_tuner(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cubeplug.core.config import load_config
+    from cubeplug.registry.settings import load_config
 
     (tmp_path / "cubeplug.toml").write_text(
         '[autotune]\nlevel = "extensive"\ncache = false\n[autotune.bench]\nsamples = 2\n'

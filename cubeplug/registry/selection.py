@@ -17,71 +17,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cubeplug.core.client import ComputeClient
+from cubeplug.core.config import EffectiveConfig
 from cubeplug.core.errors import BackendUnavailableError, ConfigError
+from cubeplug.registry import plugins, settings
+from cubeplug.registry.plugins import PluginRegistry
+from cubeplug.registry.selector import Selector, parse_selector
 
-if TYPE_CHECKING:
-    from cubeplug.core.client import ComputeClient
-    from cubeplug.core.config import EffectiveConfig
-    from cubeplug.core.plugins import PluginRegistry
-
-EXAMPLES = '"auto", "cpu", "cuda", "cuda:1", "opencl:0", "opencl:pocl:0", "webgpu"'
-_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-_FILTER = re.compile(r"^[^:\s](?:[^:]*[^:\s])?$")
-
-
-@dataclass(frozen=True)
-class Selector:
-    """A parsed selector: backend name (or ``"auto"``), device index and an optional platform filter."""
-
-    backend: str
-    device: int | None = None
-    filter: str | None = None
-
-    @property
-    def is_auto(self) -> bool:
-        """True when the backend is chosen by auto-selection."""
-        return self.backend == "auto"
-
-    def __str__(self) -> str:
-        parts = [self.backend]
-        if self.filter is not None:
-            parts.append(self.filter)
-        if self.device is not None:
-            parts.append(str(self.device))
-        return ":".join(parts)
-
-
-def parse_selector(text: str | Selector, source: str | None = None) -> Selector:
-    """Parse ``"name"``, ``"name:device"``, ``"name:filter"`` or ``"name:filter:device"`` (or ``"auto"``)."""
-    if isinstance(text, Selector):
-        return text
-    if not isinstance(text, str):
-        raise ConfigError(f"a backend selector must be a string, not {type(text).__name__}", source=source)
-    parts = [p.strip() for p in text.strip().lower().split(":")]
-    name, rest = parts[0], parts[1:]
-    device: int | None = None
-    filt: str | None = None
-    ok = bool(_NAME.match(name)) and len(rest) <= 2
-    if ok and rest and rest[-1].isdigit():
-        device = int(rest.pop())
-    if ok and len(rest) == 1 and _FILTER.match(rest[0]) and not rest[0].lstrip("-").isdigit():
-        filt = rest.pop()
-    if not ok or rest or (name == "auto" and (device is not None or filt is not None)):
-        raise ConfigError(
-            f"bad backend selector {text!r}: expected name[:filter][:device]",
-            source=source,
-            key="backend",
-            allowed=EXAMPLES,
-        )
-    return Selector(name, device, filt)
-
+#: Re-exported: selection is where users of the registry look for selectors.
+__all__ = [
+    "Selection", "Selector", "client", "clients", "parse_selector", "reset", "resolve", "select", "use",
+]  # fmt: skip
 
 _current: ContextVar[Selector | None] = ContextVar("cubeplug_selector", default=None)
 
@@ -143,9 +95,7 @@ def resolve(
         sel, origin = parse_selector(backend, "environment variable CUBEPLUG_BACKEND"), "env CUBEPLUG_BACKEND"
     else:
         if config is None:
-            from cubeplug.core.config import effective_config
-
-            config = effective_config()
+            config = settings.effective_config()
         where = config.origin("backend.default")
         sel, origin = parse_selector(config.config.backend.default, str(where)), str(where)
         if where.kind == "default":
@@ -188,11 +138,8 @@ def select(
     registry: PluginRegistry | None = None,
 ) -> Selection:
     """Choose the backend and device for ``selector`` by precedence, probing; raise if it cannot be used."""
-    from cubeplug.core.config import effective_config
-    from cubeplug.core.plugins import registry as _registry
-
-    config = config or effective_config()
-    reg = registry or _registry()
+    config = config or settings.effective_config()
+    reg = registry or plugins.registry()
     sel, origin = resolve(selector, config=config)
     if sel.is_auto:
         name, skipped = _auto(reg, config.config.backend.order)
@@ -249,10 +196,7 @@ def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeC
     Keyword overrides change config values for this client only, e.g. ``memory_limit="1GiB"`` or
     ``streaming={"max_streams": 2}``; a client with overrides is cached under them too.
     """
-    from cubeplug.core.config import effective_config, with_overrides
-    from cubeplug.core.plugins import registry
-
-    eff = effective_config()
+    eff = settings.effective_config()
     selection = select(selector, config=eff)
     sel = selection.selector
     key = (
@@ -268,12 +212,12 @@ def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeC
         cached = _clients.get(key)
         if cached is not None and not cached.closed:  # a closed client is replaced
             return cached
-        config = with_overrides(eff, overrides) if overrides else eff
+        config = settings.with_overrides(eff, overrides) if overrides else eff
         if sel.filter is not None:
-            config = with_overrides(
+            config = settings.with_overrides(
                 config, {"backends": {selection.backend: {"filter": sel.filter}}}, "selector"
             )
-        reg = registry()
+        reg = plugins.registry()
         reg.configure(eff.config)
         if eff.origin("logging.level").kind != "default":  # never override the application's logging
             logging.getLogger("cubeplug").setLevel(eff.config.logging.level.upper())
@@ -290,9 +234,6 @@ def clients() -> list[ComputeClient]:
 
 def reset() -> None:
     """Close and forget every cached client, the registry and the config (for tests)."""
-    from cubeplug.core.config import reset_config
-    from cubeplug.core.plugins import reset_registry
-
     global _default
     _current.set(None)
     _default = None
@@ -301,8 +242,8 @@ def reset() -> None:
             with contextlib.suppress(Exception):
                 made.close()
         _clients.clear()
-    reset_registry()
-    reset_config()
+    plugins.reset_registry()
+    settings.reset_config()
 
 
 def _after_fork_in_child() -> None:

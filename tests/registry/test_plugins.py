@@ -7,11 +7,13 @@ import time
 
 import pytest
 
-from cubeplug.core import plugins, selection
+from cubeplug.core import events
 from cubeplug.core.backend import Probe
 from cubeplug.core.config import Config
 from cubeplug.core.errors import BackendUnavailableError, PluginError
-from cubeplug.core.plugins import PluginRegistry
+from cubeplug.hookspecs import hookimpl
+from cubeplug.registry import plugins, selection
+from cubeplug.registry.plugins import PluginRegistry
 from tests.plugins import fixtures
 from tests.plugins.fixtures import InProcess, Installer, hermetic
 
@@ -59,6 +61,45 @@ def test_factory_hooks_are_called_only_on_the_owner(site: Installer) -> None:
             assert type(client.server).__name__ == "CpuServer"
         finally:
             client.close()
+
+
+class _FactoryWatcher:
+    """A plugin that builds nothing but wraps every factory hook (as a tracing or timing plugin would)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    @hookimpl(wrapper=True)
+    def cubeplug_compute_storage(self, backend, device, config):  # type: ignore[no-untyped-def]
+        storage = yield
+        self.seen.append(("storage", backend))
+        return storage
+
+    @hookimpl(wrapper=True)
+    def cubeplug_compute_server(self, backend, device, config, storage, streams):  # type: ignore[no-untyped-def]
+        server = yield
+        self.seen.append(("server", type(server).__name__))
+        return server
+
+
+def test_factory_hooks_run_through_pluggy_wrappers_and_tracing(site: Installer) -> None:
+    site("good")  # another plugin whose factories answer for any backend: still left out for cpu
+    reg = PluginRegistry(env=hermetic())
+    reg.load_all()
+    watcher = _FactoryWatcher()
+    reg.pm.register(watcher)
+    traced: list[str] = []
+    undo = reg.pm.add_hookcall_monitoring(lambda name, impls, kw: traced.append(name), lambda *a: None)
+    try:
+        client = build(reg, "cpu")
+        try:
+            assert type(client.server).__name__ == "CpuServer"
+        finally:
+            client.close()
+    finally:
+        undo()
+    assert watcher.seen == [("storage", "cpu"), ("server", "CpuServer")]
+    assert {"cubeplug_compute_storage", "cubeplug_compute_server"} <= set(traced)
 
 
 def test_broken_import_is_isolated_and_raises_only_when_selected(site: Installer) -> None:
@@ -249,14 +290,14 @@ def test_observer_hooks_cost_nothing_unless_implemented(
     site: Installer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site("good")
-    plugins.notify_compiled("cpu", "k", "python", 0.1)  # no registry yet: a no-op
+    events.kernel_compiled("cpu", "k", "python", 0.1)  # no registry yet: a no-op
     reg = plugins.registry()
     reg.backend("cpu")
-    assert reg._observers == frozenset()
+    assert not reg.observes(events.KERNEL_COMPILED)
     reg.backend("dummygood")
-    assert "cubeplug_kernel_compiled" in reg._observers
-    plugins.notify_compiled("cpu", "axpy", "python", 0.1)
-    plugins.notify_out_of_memory("cpu", 1, 0, 0)  # nobody implements it
+    assert reg.observes(events.KERNEL_COMPILED)
+    events.kernel_compiled("cpu", "axpy", "python", 0.1)
+    events.out_of_memory("cpu", 1, 0, 0)  # nobody implements it
     module = sys.modules["cubeplug_dummy_good"]
     assert ("compiled", "cpu", "axpy") in module.EVENTS
 

@@ -6,16 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cubeplug.core import config as cfgmod
-from cubeplug.core.config import (
-    Config,
-    Origin,
-    load_config,
-    parse_memory_limit,
-    parse_size,
-    with_overrides,
-)
+from cubeplug.core.config import Config, Origin
 from cubeplug.core.errors import ConfigError
+from cubeplug.registry import settings as cfgmod
+from cubeplug.registry.settings import load_config, parse_memory_limit, parse_size, with_overrides
 
 
 @pytest.fixture

@@ -21,102 +21,39 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pluggy
+
+from cubeplug import hookspecs
+from cubeplug.core import events
 from cubeplug.core.backend import API_VERSION, BackendSpec, Probe
+from cubeplug.core.client import ComputeClient
+from cubeplug.core.config import Config
 from cubeplug.core.errors import BackendUnavailableError, CubeplugError, PluginError
-
-if TYPE_CHECKING:
-    import pluggy
-
-    from cubeplug.core.client import ComputeClient
-    from cubeplug.core.config import Config
-    from cubeplug.core.storage import MemoryProperties
+from cubeplug.core.server import ComputeServer
+from cubeplug.core.storage import ComputeStorage, MemoryProperties
+from cubeplug.core.stream import EventStreamBackend
+from cubeplug.registry.entries import (
+    GROUP,
+    IN_PROCESS,
+    Backend,
+    BackendStatus,
+    PluginEntry,
+    canon,
+    entry_points,
+    names_in,
+    unknown_backend_message,
+)
+from cubeplug.registry.settings import get_config
 
 log = logging.getLogger("cubeplug.plugins")
 
-GROUP = "cubeplug.backends"
-OWN_DIST = "cubeplug"
-IN_PROCESS = "(in-process)"
-#: Backends cubeplug knows of, with the pip command that provides them.
-KNOWN_EXTRAS = {
-    "cuda": "pip install 'cubeplug[cuda12]' (CUDA 12) or 'cubeplug[cuda13]' (CUDA 13)",
-    "opencl": "pip install 'cubeplug[opencl]' (or 'cubeplug[pocl]' for the PoCL CPU driver)",
-    "pocl": "pip install 'cubeplug[pocl]'",
-    "webgpu": "pip install 'cubeplug[webgpu]'",
-}
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-_MISSING: Any = object()
-_OBSERVERS = ("cubeplug_kernel_compiled", "cubeplug_out_of_memory")
+_OBSERVERS = (events.KERNEL_COMPILED, events.OUT_OF_MEMORY)
 _TRUE = ("1", "true", "yes", "on")
-
-
-def _canon(dist: str | None) -> str:
-    return re.sub(r"[-_.]+", "-", dist or "").lower()
-
-
-def _names(value: str | None) -> set[str]:
-    return {v.strip() for v in (value or "").split(",") if v.strip()}
-
-
-@dataclass(eq=False)
-class PluginEntry:
-    """One plugin: an entry point of the group (or an in-process registration) and its load state."""
-
-    name: str
-    value: str
-    dist: str | None = None
-    version: str | None = None
-    ep: metadata.EntryPoint | None = None
-    status: str = "not loaded"  # not loaded | loaded | failed | blocked
-    reason: str = ""
-    error: PluginError | None = None
-    plugin: Any = None
-    backends: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """``dist==version`` (or what is known of it)."""
-        if self.dist is None:
-            return "?"
-        return self.dist if self.version is None else f"{self.dist}=={self.version}"
-
-    @property
-    def builtin(self) -> bool:
-        """True for the backends cubeplug itself registers."""
-        return _canon(self.dist) == OWN_DIST
-
-
-@dataclass(frozen=True)
-class Backend:
-    """A registered backend: its spec and the plugin entry that provides it."""
-
-    spec: BackendSpec
-    entry: PluginEntry
-
-    @property
-    def name(self) -> str:
-        """The backend's name."""
-        return self.spec.name
-
-
-@dataclass(frozen=True)
-class BackendStatus:
-    """One row of ``cubeplug list``: name, dist==version, status and reason."""
-
-    name: str
-    dist: str
-    status: str  # ok | failed | blocked | unavailable | not probed
-    reason: str = ""
-    entry_point: str = ""
-    kind: str = ""
-    priority: int | None = None
-    description: str = ""
-    devices: tuple[str, ...] = ()
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 class PluginRegistry:
@@ -124,9 +61,9 @@ class PluginRegistry:
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
-        self.disabled = _names(env.get("CUBEPLUG_DISABLE"))
+        self.disabled = names_in(env.get("CUBEPLUG_DISABLE"))
         self.autoload = env.get("CUBEPLUG_AUTOLOAD", "").strip().lower() not in ("0", "false", "no", "off")
-        self.only = _names(env.get("CUBEPLUG_PLUGINS"))
+        self.only = names_in(env.get("CUBEPLUG_PLUGINS"))
         self.strict = env.get("CUBEPLUG_STRICT_PLUGINS", "").strip().lower() in _TRUE
         self._lock = threading.RLock()
         self._pm: pluggy.PluginManager | None = None
@@ -141,10 +78,6 @@ class PluginRegistry:
     def pm(self) -> pluggy.PluginManager:
         """The pluggy manager, created on first use with cubeplug's hookspecs."""
         if self._pm is None:
-            import pluggy
-
-            from cubeplug import hookspecs
-
             pm = pluggy.PluginManager(hookspecs.PROJECT)
             pm.add_hookspecs(hookspecs)
             self._pm = pm
@@ -155,7 +88,7 @@ class PluginRegistry:
         with self._lock:
             if self._entries is None:
                 self._entries = {}
-                for ep, dist, version in _entry_points():
+                for ep, dist, version in entry_points():
                     self._add_entry(ep, dist, version)
             return self._entries
 
@@ -168,7 +101,7 @@ class PluginRegistry:
             if reason := self._blocked(new):
                 new.status, new.reason = "blocked", reason
             return
-        if _canon(old.dist) == _canon(dist) and old.value == ep.value:
+        if canon(old.dist) == canon(dist) and old.value == ep.value:
             return  # the same distribution seen twice on sys.path: identical, deduplicated
         err = PluginError(
             f"two distributions provide the backend {ep.name!r}: {old.label} ({old.value}) and "
@@ -282,9 +215,10 @@ class PluginRegistry:
         self._update_observers()
 
     def _specs(self, entry: PluginEntry, plugin: Any) -> list[BackendSpec]:
-        specs = self._call_impl(plugin, "cubeplug_backends")
-        if specs is _MISSING:
+        hook = self._own_impl(plugin, "cubeplug_backends")
+        if hook is None:
             raise self._error(entry, "the plugin implements no cubeplug_backends hook")
+        specs = hook()
         if not isinstance(specs, (list, tuple)) or not all(isinstance(s, BackendSpec) for s in specs):
             raise self._error(
                 entry, f"cubeplug_backends returned {type(specs).__name__}, not a list of BackendSpec"
@@ -443,20 +377,33 @@ class PluginRegistry:
             return self._probes[name]
 
     # ------------------------------------------------------------------ hooks
-    def _call_impl(self, plugin: Any, hook: str, **kwargs: Any) -> Any:
+    def _own_impl(self, plugin: Any, hook: str) -> Any:
+        """``plugin``'s own implementation of ``hook`` (at registration, to read what it provides)."""
         for impl in getattr(self.pm.hook, hook).get_hookimpls():
             if impl.plugin is plugin:
-                return impl.function(*(kwargs[a] for a in impl.argnames))
-        return _MISSING
+                return impl.function
+        return None
+
+    def _caller(self, entry: PluginEntry, hook: str) -> Any:
+        """``hook`` called through pluggy on the plugin of ``entry``: the other plugins' implementations
+        of a factory hook are left out (a backend's factories answer only for it, whatever the order
+        of registration), their wrappers are not (a tracing or timing wrapper sees every factory)."""
+        caller = getattr(self.pm.hook, hook)
+        others = [
+            impl.plugin
+            for impl in caller.get_hookimpls()
+            if impl.plugin is not entry.plugin and not (impl.hookwrapper or impl.wrapper)
+        ]
+        return self.pm.subset_hook_caller(hook, others) if others else caller
 
     def call(
         self, name: str, hook: str, expected: type | None = None, optional: bool = False, **kw: Any
     ) -> Any:
-        """Call ``hook`` only on the plugin that registered backend ``name``, checking the result's type."""
+        """Call the factory ``hook`` for backend ``name`` (on its plugin only), checking the result's type."""
         backend = self.backend(name)
         entry = backend.entry
         try:
-            result = self._call_impl(entry.plugin, hook, **kw)
+            result = self._caller(entry, hook)(**kw)
         except CubeplugError:
             raise
         except KeyboardInterrupt:
@@ -470,7 +417,7 @@ class PluginRegistry:
                 cause=exc,
                 remedy=f"report it to the authors of {entry.dist}",
             ) from exc
-        if result is _MISSING or result is None:
+        if result is None:
             if optional:
                 return None
             raise self._error(entry, f"the plugin of backend {name!r} returned nothing from {hook}")
@@ -483,11 +430,6 @@ class PluginRegistry:
 
     def build_client(self, name: str, device: int, config: Config) -> ComputeClient:
         """Build storage, streams and server for ``device`` of backend ``name`` and wrap them in a client."""
-        from cubeplug.core.client import ComputeClient
-        from cubeplug.core.server import ComputeServer
-        from cubeplug.core.storage import ComputeStorage
-        from cubeplug.core.stream import EventStreamBackend
-
         if name in _forked_backends and not self.backend(name).spec.survives_fork:
             raise BackendUnavailableError(
                 f"the {name} backend was in use before this process forked, and its driver does not "
@@ -508,9 +450,6 @@ class PluginRegistry:
         self, name: str, device: int = 0, config: Config | None = None
     ) -> MemoryProperties | None:
         """The backend's memory properties for ``device`` (None if its plugin does not say)."""
-        from cubeplug.core.config import get_config
-        from cubeplug.core.storage import MemoryProperties
-
         result: MemoryProperties | None = self.call(
             name,
             "cubeplug_memory_properties",
@@ -556,16 +495,20 @@ class PluginRegistry:
         pm = self.pm
         self._observers = frozenset(h for h in _OBSERVERS if getattr(pm.hook, h).get_hookimpls())
 
-    def notify(self, hook: str, **kwargs: Any) -> None:
-        """Call an observer hook on every plugin that implements it; errors are logged, never raised."""
-        if hook not in self._observers:
+    def observes(self, event: str) -> bool:
+        """True when a loaded plugin implements the observer hook ``event`` (:mod:`cubeplug.core.events`)."""
+        return event in self._observers
+
+    def notify(self, event: str, **kwargs: Any) -> None:
+        """Call the observer hook ``event`` on each plugin implementing it; failures are logged only."""
+        if event not in self._observers:
             return
         try:
-            getattr(self.pm.hook, hook)(**kwargs)
+            getattr(self.pm.hook, event)(**kwargs)
         except KeyboardInterrupt:
             raise
         except BaseException:
-            log.warning("observer hook %s failed", hook, exc_info=True)
+            log.warning("observer hook %s failed", event, exc_info=True)
 
     # ------------------------------------------------------------------ listing
     def listing(self, probe: bool = False) -> list[BackendStatus]:
@@ -608,45 +551,6 @@ class PluginRegistry:
             return [rows[k] for k in sorted(rows)]
 
 
-# ---------------------------------------------------------------------------------------- discovery
-def _entry_points() -> Iterable[tuple[metadata.EntryPoint, str | None, str | None]]:
-    """The group's entry points with their distribution, plus cubeplug's own when run from a source tree."""
-    found = []
-    own = False
-    for ep in metadata.entry_points(group=GROUP):
-        dist = getattr(ep, "dist", None)
-        name = dist.metadata["Name"] if dist is not None else None
-        own = own or _canon(name) == OWN_DIST
-        found.append((ep, name, dist.version if dist is not None else None))
-    if not own:
-        found.extend(_source_tree_entry_points())
-    return found
-
-
-def _source_tree_entry_points() -> list[tuple[metadata.EntryPoint, str | None, str | None]]:
-    """cubeplug's own entry points read from its pyproject when cubeplug runs uninstalled from a checkout."""
-    try:
-        metadata.distribution(OWN_DIST)
-        return []  # installed: its entry points are the truth
-    except metadata.PackageNotFoundError:
-        pass
-    from pathlib import Path
-
-    import cubeplug
-    from cubeplug.core.config import read_toml
-
-    pyproject = Path(cubeplug.__file__).resolve().parents[1] / "pyproject.toml"
-    try:
-        project = read_toml(pyproject).get("project", {}) if pyproject.is_file() else {}
-    except CubeplugError:
-        return []
-    if project.get("name") != OWN_DIST:
-        return []
-    table = project.get("entry-points", {}).get(GROUP, {})
-    version = f"{cubeplug.__version__} (source tree)"
-    return [(metadata.EntryPoint(n, v, GROUP), OWN_DIST, version) for n, v in table.items()]
-
-
 #: Backends this process built a client of (their drivers are initialised).
 _used_backends: set[str] = set()
 #: In a forked child: the backends the parent had used before the fork.
@@ -668,15 +572,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def unknown_backend_message(name: str, installed: Iterable[str]) -> str:
-    """An error message for an unknown backend: the installed ones, and the pip extra for a known one."""
-    names = ", ".join(sorted(installed)) or "none"
-    hint = KNOWN_EXTRAS.get(name)
-    if hint:
-        return f"backend {name!r} is not installed: {hint}. Installed backends: {names}"
-    return f"unknown backend {name!r}. Installed backends: {names}"
-
-
 # ---------------------------------------------------------------------------------------- singleton
 _registry: PluginRegistry | None = None
 _registry_lock = threading.Lock()
@@ -690,6 +585,7 @@ def registry() -> PluginRegistry:
         with _registry_lock:
             if _registry is None:
                 _registry = PluginRegistry()
+                events.set_observer(_registry)  # the core's events reach the plugins' observer hooks
             reg = _registry
     return reg
 
@@ -699,26 +595,9 @@ def reset_registry() -> None:
     global _registry
     with _registry_lock:
         _registry = None
+        events.set_observer(None)
 
 
 def register_backend(plugin: Any, name: str | None = None, *, replace: bool = False) -> list[str]:
     """Register a module or object with cubeplug hook implementations in this process (tests, notebooks)."""
     return registry().register_backend(plugin, name, replace=replace)
-
-
-def notify_compiled(backend: str, kernel: str, dialect: str, seconds: float) -> None:
-    """Tell observer plugins a kernel was compiled; costs one check when none implements the hook."""
-    reg = _registry
-    if reg is not None and "cubeplug_kernel_compiled" in reg._observers:
-        reg.notify(
-            "cubeplug_kernel_compiled", backend=backend, kernel=kernel, dialect=dialect, seconds=seconds
-        )
-
-
-def notify_out_of_memory(backend: str, requested: int, in_use: int, reserved: int) -> None:
-    """Tell observer plugins an allocation failed; costs one check when none implements the hook."""
-    reg = _registry
-    if reg is not None and "cubeplug_out_of_memory" in reg._observers:
-        reg.notify(
-            "cubeplug_out_of_memory", backend=backend, requested=requested, in_use=in_use, reserved=reserved
-        )

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cubeplug.core import config as cfgmod
-from cubeplug.core import plugins, selection
 from cubeplug.core.backend import BackendSpec, Probe
-from cubeplug.core.config import EffectiveConfig, load_config
+from cubeplug.core.config import EffectiveConfig
 from cubeplug.core.errors import BackendUnavailableError, ConfigError, PluginError
-from cubeplug.core.selection import Selector, parse_selector, resolve, select, use
 from cubeplug.hookspecs import hookimpl
+from cubeplug.registry import plugins, selection
+from cubeplug.registry import settings as cfgmod
+from cubeplug.registry.selection import Selector, parse_selector, resolve, select, use
+from cubeplug.registry.settings import load_config
 from tests.plugins import fixtures
 from tests.plugins.fixtures import InProcess, Installer
 
