@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cubeplug.core.kernel import COUNT_MAX
+
 #: The hook API version this cubeplug implements; a BackendSpec must declare the same major.
 API_VERSION = 1
 
@@ -76,7 +78,7 @@ class Capabilities:
     max_cube_dim: tuple[int, int, int] = (1024, 1024, 64)
     max_cube_threads: int = 1024
     #: The most cubes a launch may run along x, y and z (what CubeCount itself allows by default).
-    max_cube_count: tuple[int, int, int] = (0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
+    max_cube_count: tuple[int, int, int] = (COUNT_MAX, COUNT_MAX, COUNT_MAX)
 
     def has(self, name: str) -> bool:
         """True when the named capability is present (a true flag or a non-zero figure)."""

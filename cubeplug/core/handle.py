@@ -24,13 +24,15 @@ if TYPE_CHECKING:
 class Handle:
     """A view of device memory: a slice plus byte offsets from its start and end."""
 
-    __slots__ = ("__weakref__", "_memory", "_owner", "end", "nbytes", "start", "stream")
+    __slots__ = ("__weakref__", "end", "nbytes", "owner", "start", "stream", "token")
 
     def __init__(
         self, memory: SliceToken, owner: Any, nbytes: int, stream: int, start: int = 0, end: int = 0
     ) -> None:
-        self._memory: SliceToken | None = memory
-        self._owner = owner
+        #: The slice token this handle holds (None once dropped); read by the launch paths inline.
+        self.token: SliceToken | None = memory
+        #: The server whose memory this is (a launch checks that it is the launching one).
+        self.owner = owner
         #: Bytes of the allocation this handle views (before offsets).
         self.nbytes = nbytes
         #: The stream that allocated the memory (whose pools lent it).
@@ -52,12 +54,12 @@ class Handle:
     @property
     def is_dropped(self) -> bool:
         """True once :meth:`drop` was called on this handle."""
-        return self._memory is None
+        return self.token is None
 
     @property
     def client(self) -> Any:
         """The client that owns this memory."""
-        return getattr(self._owner, "client", None)
+        return getattr(self.owner, "client", None)
 
     def offset_start(self, nbytes: int) -> Handle:
         """A view that starts ``nbytes`` further in; offsets accumulate."""
@@ -79,7 +81,7 @@ class Handle:
             )
         return Handle(
             memory,
-            self._owner,
+            self.owner,
             self.nbytes,
             self.stream,
             self.start + int(more_start),
@@ -88,14 +90,14 @@ class Handle:
 
     def memory(self) -> SliceToken:
         """The slice token, or ValidationError if the handle was dropped."""
-        memory = self._memory
+        memory = self.token
         if memory is None:
             raise ValidationError("this handle was dropped with .drop(); create a new handle")
         return memory
 
     def can_mut(self) -> bool:
         """True when this handle is the only holder of its memory (no other view, no queued work)."""
-        memory = self._memory
+        memory = self.token
         if memory is None:
             return False
         # References: this handle's slot, the local name, getrefcount's argument.
@@ -103,7 +105,7 @@ class Handle:
 
     def drop(self) -> None:
         """Release this handle's hold on its memory now; using it afterwards is an error."""
-        self._memory = None
+        self.token = None
 
     def __enter__(self) -> Handle:
         return self
@@ -112,7 +114,7 @@ class Handle:
         self.drop()
 
     def __repr__(self) -> str:
-        state = "dropped" if self._memory is None else f"{self.size} B"
+        state = "dropped" if self.token is None else f"{self.size} B"
         offs = f", start={self.start}, end={self.end}" if self.start or self.end else ""
         return f"<Handle {state}{offs} stream={self.stream}>"
 
@@ -122,7 +124,7 @@ def _base_refs() -> int:
         __slots__ = ("__weakref__",)
 
     h = Handle(_Token(), None, 0, 0)  # type: ignore[arg-type]
-    memory = h._memory
+    memory = h.token
     return sys.getrefcount(memory)
 
 

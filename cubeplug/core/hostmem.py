@@ -11,10 +11,12 @@ from __future__ import annotations
 import ctypes
 import mmap
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+
+from cubeplug.core.errors import ValidationError
 
 #: Host buffers this large and larger are advised for transparent huge pages (numpy's threshold).
 HUGEPAGE_MIN = 4 << 20
@@ -97,3 +99,12 @@ def host_copy(src: np.ndarray) -> bytearray:
     return out
 
 
+def staging_sizes(sizes: Iterable[Any]) -> list[int]:
+    """The byte sizes of a ``reserve_staging`` call as ints, all checked before any is allocated;
+    ValidationError for one that is not a non-negative integer (a bool is not a size)."""
+    out = []
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
+        out.append(int(size))
+    return out

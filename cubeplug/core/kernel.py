@@ -106,6 +106,10 @@ class ExecutionMode(enum.Enum):
     UNCHECKED = "unchecked"
 
 
+#: The largest count along an axis that a CubeCount holds (a u32).
+COUNT_MAX = 0xFFFFFFFF
+
+
 class CubeCount:
     """How many cubes (work-groups) a launch runs: static ``(x, y, z)`` or read from a buffer."""
 
@@ -115,7 +119,7 @@ class CubeCount:
         for axis, v in (("x", x), ("y", y), ("z", z)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise ValidationError(f"CubeCount.{axis} must be an int, got {v!r}")
-            if v < 0 or v > 0xFFFFFFFF:
+            if v < 0 or v > COUNT_MAX:
                 raise ValidationError(f"CubeCount.{axis} = {v} is outside 0..2**32-1")
         self.x, self.y, self.z = int(x), int(y), int(z)
         self.handle: Handle | None = None
@@ -185,7 +189,8 @@ class Kernel:
     scalar_params: tuple[Scalar, ...] = field(init=False, repr=False)
     scalar_dtypes: tuple[np.dtype[Any], ...] = field(init=False, repr=False)
     buffer_itemsizes: tuple[int, ...] = field(init=False, repr=False)
-    _scalar_checks: tuple[tuple[type, Any, Any, Any], ...] = field(init=False, repr=False)
+    #: Per scalar param ``(python type, low, high, converter)``: what a launch plan tests inline.
+    scalar_checks: tuple[tuple[type, Any, Any, Any], ...] = field(init=False, repr=False)
     digest: str = field(init=False, repr=False)
 
     def __init__(
@@ -220,7 +225,7 @@ class Kernel:
         set_(self, "scalar_params", tuple(p for p in params if isinstance(p, Scalar)))
         set_(self, "scalar_dtypes", tuple(DTYPES[p.dtype] for p in self.scalar_params))
         set_(self, "buffer_itemsizes", tuple(p.itemsize for p in self.buffer_params))
-        set_(self, "_scalar_checks", tuple(_fast_check(DTYPES[p.dtype]) for p in self.scalar_params))
+        set_(self, "scalar_checks", tuple(_fast_check(DTYPES[p.dtype]) for p in self.scalar_params))
         h = hashlib.sha256(repr((name, params, self.cube_dim, sorted(self.defines.items()))).encode())
         for dialect in sorted(self.sources):
             src = self.sources[dialect]
@@ -253,7 +258,7 @@ class Kernel:
         """The scalar values checked against their dtypes: ``values`` itself when every one is a
         Python int or float in range (the usual case), else converted to numpy scalars; raise
         ValidationError for a wrong count or a value that does not fit."""
-        checks = self._scalar_checks
+        checks = self.scalar_checks
         if type(values) is not list and type(values) is not tuple:
             values = list(values)
         if len(values) == len(checks):
@@ -279,7 +284,7 @@ class Kernel:
                 f"({', '.join(p.name for p in self.scalar_params) or 'none'}), got {len(values)}"
             )
         out = []
-        for (ctype, lo, hi, make), p, v in zip(self._scalar_checks, self.scalar_params, values):
+        for (ctype, lo, hi, make), p, v in zip(self.scalar_checks, self.scalar_params, values):
             # Fast path: a Python int or float within the dtype's range (the usual case).
             if type(v) is ctype and lo <= v <= hi:
                 out.append(make(v))
@@ -370,34 +375,36 @@ class CompileCache:
     """Compiled kernels of one device, by KernelId; thread-safe, compiles each key once."""
 
     def __init__(self) -> None:
-        self._entries: dict[KernelId, Any] = {}
+        #: The compiled kernels by id (read it; a backend releasing its driver objects in a fixed
+        #: order clears it, as ``clear`` does).
+        self.entries: dict[KernelId, Any] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: KernelId, compile: Callable[[], Any]) -> Any:
         """The compiled kernel for ``key``, compiling it with ``compile()`` on a miss."""
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         if entry is not None:
             self.hits += 1
             return entry
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self.entries.get(key)
             if entry is None:
                 self.misses += 1
                 entry = compile()
-                self._entries[key] = entry
+                self.entries[key] = entry
             else:
                 self.hits += 1
             return entry
 
     def __contains__(self, key: KernelId) -> bool:
-        return key in self._entries
+        return key in self.entries
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def clear(self) -> None:
         """Forget every compiled kernel."""
         with self._lock:
-            self._entries.clear()
+            self.entries.clear()

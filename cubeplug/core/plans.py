@@ -24,10 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import Kernel
-
-#: The largest count along an axis that a CubeCount holds.
-COUNT_MAX = 0xFFFFFFFF
+from cubeplug.core.kernel import COUNT_MAX, Kernel
 
 #: ``plan(server, count, buffers, scalars, stream_id)``: checks, then queues the launch.
 Plan = Callable[[Any, Any, Sequence[Any], Sequence[Any], int], None]
@@ -74,21 +71,7 @@ def make_plan(
     """
     bufs = [f"b{i}" for i in range(len(kernel.buffer_params))]
     vals = [f"s{i}" for i in range(len(kernel.scalar_params))]
-    tests: list[str] = ["count.handle is None"]
-    # The device's limits on the count (a count beyond one goes to the general path, which says so);
-    # an axis that allows every CubeCount costs no test.
-    tests += [f"count.{a} <= {m}" for a, m in zip("xyz", max_count, strict=True) if m < COUNT_MAX]
-    for name, itemsize in zip(bufs, kernel.buffer_itemsizes, strict=True):
-        tests.append(f"type({name}) is Handle and {name}._owner is owner and {name}._memory is not None")
-        if alignment > 1 and checked:
-            tests.append(f"not {name}.start % {alignment}")
-        if itemsize > 1 and checked:
-            tests.append(f"not ({name}.nbytes - {name}.start - {name}.end) % {itemsize}")
-    for name, (ctype, lo, hi, _) in zip(vals, kernel._scalar_checks, strict=True) if checked else ():
-        if ctype is int or ctype is float:
-            tests.append(f"type({name}) is {ctype.__name__} and {lo!r} <= {name} <= {hi!r}")
-        else:  # bools and the like always take the general path
-            tests.append("False")
+    tests = _tests(kernel, bufs, vals, alignment, checked, max_count)
     slow = "return general(owner, kernel, compiled, count, buffers, scalars, sid)"
     lines = ["def plan(owner, count, buffers, scalars, sid):"]
     if bufs:
@@ -119,6 +102,33 @@ def make_plan(
     return plan
 
 
+def _tests(
+    kernel: Kernel,
+    bufs: list[str],
+    vals: list[str],
+    alignment: int,
+    checked: bool,
+    max_count: tuple[int, int, int],
+) -> list[str]:
+    """The plan's inline tests: all true means the plain case (anything else takes the general path)."""
+    tests: list[str] = ["count.handle is None"]
+    # The device's limits on the count (a count beyond one goes to the general path, which says so);
+    # an axis that allows every CubeCount costs no test.
+    tests += [f"count.{a} <= {m}" for a, m in zip("xyz", max_count, strict=True) if m < COUNT_MAX]
+    for name, itemsize in zip(bufs, kernel.buffer_itemsizes, strict=True):
+        tests.append(f"type({name}) is Handle and {name}.owner is owner and {name}.token is not None")
+        if alignment > 1 and checked:
+            tests.append(f"not {name}.start % {alignment}")
+        if itemsize > 1 and checked:
+            tests.append(f"not ({name}.nbytes - {name}.start - {name}.end) % {itemsize}")
+    for name, (ctype, lo, hi, _) in zip(vals, kernel.scalar_checks, strict=True) if checked else ():
+        if ctype is int or ctype is float:
+            tests.append(f"type({name}) is {ctype.__name__} and {lo!r} <= {name} <= {hi!r}")
+        else:  # bools and the like always take the general path
+            tests.append("False")
+    return tests
+
+
 def _inline_queue(queue: QueueCode, nbufs: int, execute: str) -> list[str]:
     """The plan's lines after the checks: the streams' common case of ``MultiStream.enter`` (every
     buffer's owner and last user in the launching stream's slot: nothing to wait for, nothing to
@@ -127,7 +137,7 @@ def _inline_queue(queue: QueueCode, nbufs: int, execute: str) -> list[str]:
     lines = [f"index = sid % {m}", "state = slots[index]"]
     common = ["state is not None"]
     for i in range(nbufs):
-        lines += [f"t{i} = b{i}._memory", f"l{i} = t{i}.stream"]
+        lines += [f"t{i} = b{i}.token", f"l{i} = t{i}.stream"]
         common.append(  # the usual case first: memory of this very stream
             f"(b{i}.stream == sid or b{i}.stream % {m} == index)"
             f" and (l{i} == sid or l{i} < 0 or l{i} % {m} == index)"

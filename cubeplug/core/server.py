@@ -203,12 +203,12 @@ class ComputeServer(ABC):
                                 record.requested = nbytes
                                 # Handle(token, server, nbytes, sid) without the calls: the hot path
                                 handle = _new(Handle)
-                                token = handle._memory = _new(SliceToken)
+                                token = handle.token = _new(SliceToken)
                                 token.storage = record.storage
                                 token.stream = sid
-                                token._record = record
-                                token._release = release_record
-                                handle._owner = me
+                                token.record = record
+                                token.give_back = release_record
+                                handle.owner = me
                                 handle.nbytes = nbytes
                                 handle.stream = sid
                                 handle.start = handle.end = 0
@@ -252,15 +252,15 @@ class ComputeServer(ABC):
         """``handle`` if it is a live handle of this server, else ValidationError saying why."""
         if type(handle) is not Handle:
             raise ValidationError(f"{what} must be a cubeplug Handle, got {type(handle).__name__}")
-        if handle._owner is not self:
-            owner = getattr(handle._owner, "info", "another client")
+        if handle.owner is not self:
+            owner = getattr(handle.owner, "info", "another client")
             where = f"another client of the same device ({owner})" if owner == self.info else (
                 f"another client ({owner}), not {self.info}"
             )
             raise ValidationError(
                 f"{what} belongs to {where}; move it with client.to_client(handle, this_client)"
             )
-        if handle._memory is None:
+        if handle.token is None:
             raise ValidationError(f"{what} was dropped with .drop(); create a new handle")
         return handle
 

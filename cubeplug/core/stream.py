@@ -286,7 +286,7 @@ class MultiStream(Generic[S, E]):
         current = slots[index] or self.streams.get_index(index)
         analysis: SharedBindingAnalysis | None = None
         for binding in bindings:
-            token = binding._memory
+            token = binding.token
             last = token.stream
             token.stream = stream_id
             if binding.stream % max_streams != index:

@@ -188,6 +188,9 @@ class RegBlock:
 
 
 def _reg_c(rb: RegBlock) -> str:
+    """The register-blocked kernel's C source. One long function on purpose: its lines read as the
+    kernel they generate, in order; splitting them would scatter one kernel over helpers (std moves
+    onto cubeplug.lang, where this becomes one kernel function)."""
     gm, gn = rb.tm // 4, rb.tn // 4
     t = "float4" if rb.vec else "float"
     zero = "v.x = 0.0f; v.y = 0.0f; v.z = 0.0f; v.w = 0.0f;"
@@ -276,6 +279,7 @@ def _reg_c(rb: RegBlock) -> str:
 
 
 def _reg_wgsl(rb: RegBlock) -> str:
+    """The register-blocked kernel's WGSL source; one long function for the reason ``_reg_c`` gives."""
     gm, gn = rb.tm // 4, rb.tn // 4
     lines = [
         "var<workgroup> As: array<vec4<f32>, BK * BM / 4>;",

@@ -205,8 +205,8 @@ def test_queue_code_runs_inline_when_the_buffers_are_of_the_launching_streams_sl
     cursor = state.cursor
     count = CubeCount(3)
     plan(cpu_client.server, count, [x], [1.5, 7], sid + 4)  # another stream of the same slot
-    assert ran == [(state.stream, x, x._memory, 1.5, 7, count)] and not queued
-    assert x._memory.stream == sid + 4, "the memory's last stream is recorded, as enter() does"
+    assert ran == [(state.stream, x, x.token, 1.5, 7, count)] and not queued
+    assert x.token.stream == sid + 4, "the memory's last stream is recorded, as enter() does"
     assert state.cursor == cursor + 1
     plan(cpu_client.server, CubeCount(0), [x], [1.5, 7], sid)
     assert len(ran) == 1 and state.cursor == cursor + 1, "an empty count queues nothing"
@@ -224,11 +224,11 @@ def test_any_other_stream_case_goes_through_execute(
     ms.enter(sid)
     ms.enter(sid + 1)
     plan(server, CubeCount(1), [x], [1.0, 1], sid + 1)  # memory of another slot: a pin, maybe a wait
-    x._memory.stream = sid + 1
+    x.token.stream = sid + 1
     plan(server, CubeCount(1), [x], [1.0, 1], sid)  # last used by another slot: maybe a wait
     assert not ran
     assert [(call[0], call[3]) for call in queued] == [(sid, [x]), (sid + 1, [x]), (sid, [x])]
-    assert x._memory.stream == sid + 1, "execute (here a recorder) is left to record the stream"
+    assert x.token.stream == sid + 1, "execute (here a recorder) is left to record the stream"
 
 
 def test_an_unchecked_plan_passes_values_as_given_and_tests_only_the_handles(

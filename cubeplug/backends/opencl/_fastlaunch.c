@@ -230,7 +230,7 @@ typedef struct {
     PyObject *fallback;     /* ComputeClient.launch or .launch_unchecked (the function) */
     PyObject *acquire, *release;
     PyObject *local;        /* cubeplug.core.stream._local; NULL for the "single" policy */
-    PyObject *server;       /* what a Handle's _owner must be */
+    PyObject *server;       /* what a Handle's owner must be */
     PyObject *slots;        /* the MultiStream's stream states by slot (a list) */
     Py_ssize_t max_streams;
     long long max_count[3]; /* the device's most cubes per dimension (more: Python says so) */
@@ -777,7 +777,7 @@ static PyObject *init(PyObject *mod, PyObject *args) {
                           &setarg))
         return NULL;
     struct { PyObject *type; const char *name; Py_ssize_t *out; } fields[] = {
-        {handle, "_memory", &h_memory}, {handle, "_owner", &h_owner}, {handle, "start", &h_start},
+        {handle, "token", &h_memory}, {handle, "owner", &h_owner}, {handle, "start", &h_start},
         {handle, "nbytes", &h_nbytes}, {handle, "end", &h_end}, {handle, "stream", &h_stream},
         {token, "storage", &t_storage}, {token, "stream", &t_stream},
         {region, "id", &r_id}, {region, "offset", &r_offset},

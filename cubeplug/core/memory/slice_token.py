@@ -24,7 +24,7 @@ def _keep(record: Any) -> None:
 class SliceToken:
     """The memory of one reservation: the slice's storage region and the last stream that used it."""
 
-    __slots__ = ("__weakref__", "_record", "_release", "storage", "stream")
+    __slots__ = ("__weakref__", "give_back", "record", "storage", "stream")
 
     def __init__(
         self,
@@ -38,11 +38,11 @@ class SliceToken:
         #: The last stream that queued work on this memory; -1 while none has.
         self.stream = stream
         #: The pool's record of this memory, and what gives it back (the pool's ``freed.append``).
-        self._record = record
-        self._release = release
+        self.record = record
+        self.give_back = release
 
     def __del__(self) -> None:
-        self._release(self._record)
+        self.give_back(self.record)
 
     def __repr__(self) -> str:
         s = self.storage
@@ -55,8 +55,8 @@ def lend(storage: StorageHandle, record: Any, release: Callable[[Any], object]) 
     token = _new(SliceToken)
     token.storage = storage
     token.stream = -1
-    token._record = record
-    token._release = release
+    token.record = record
+    token.give_back = release
     return token
 
 

@@ -67,122 +67,130 @@ class _Entry:
         self.model = model
 
 
+_threads = st.integers(0, THREADS - 1)
+_values = st.lists(st.integers(-1000, 1000), min_size=1, max_size=64)
+
+
+class ClientModel(RuleBasedStateMachine):
+    """Random sequences of creates, writes, fills, launches, copies, reads and drops, from
+    :data:`THREADS` threads, each checked against a numpy model; subclassed by :func:`machine`."""
+
+    entries = Bundle("entries")
+
+    #: Makes the fresh client each run uses (set by :func:`machine`).
+    make_client: Callable[[], Any]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = type(self).make_client()
+        self.k_add_one = gates.kernel(self.client, kernels.ADD_ONE)
+        self.k_add_from = gates.kernel(self.client, kernels.ADD_FROM)
+        self.workers = [_Worker() for _ in range(THREADS)]
+        self.live: list[_Entry] = []
+        #: Kernels bind views at offsets the backend aligns (e.g. 256 B on OpenCL).
+        self.align = max(1, int(self.client.capabilities.offset_alignment) // 4)
+
+    def on(self, t: int, fn: Callable[[], Any]) -> Any:
+        return self.workers[t].call(fn)
+
+    def _new(self, handle: Any, model: np.ndarray) -> _Entry:
+        entry = _Entry(handle, model)
+        self.live.append(entry)
+        return entry
+
+    @rule(target=entries, t=_threads, data=_values)
+    def create(self, t: int, data: list[int]) -> _Entry:
+        arr = np.array(data, dtype=np.int32)
+        return self._new(self.on(t, lambda: self.client.create(arr)), arr.copy())
+
+    @rule(t=_threads, e=entries, data=_values)
+    def write(self, t: int, e: _Entry, data: list[int]) -> None:
+        arr = np.resize(np.array(data, dtype=np.int32), len(e.model))
+        self.on(t, lambda: self.client.write(e.handle, arr))
+        e.model[:] = arr
+
+    @rule(t=_threads, e=entries, value=st.integers(-(2**31), 2**31 - 1), skip=st.integers(0, 63))
+    def fill_tail(self, t: int, e: _Entry, value: int, skip: int) -> None:
+        skip = min(skip, len(e.model) - 1)
+        view = e.handle.offset_start(4 * skip)
+        self.on(t, lambda: self.client.fill(view, value, "i32"))
+        e.model[skip:] = value
+
+    @rule(t=_threads, e=entries, start=st.integers(0, 63), end=st.integers(0, 63))
+    def add_one_view(self, t: int, e: _Entry, start: int, end: int) -> None:
+        n = len(e.model)
+        start = min(start, n - 1) // self.align * self.align
+        end = min(end, n - 1 - start)
+        view = e.handle.offset_start(4 * start).offset_end(4 * end)
+        m = n - start - end
+        self.on(t, lambda: self.client.launch(self.k_add_one, kernels.cubes(m), [view], [m]))
+        e.model[start : n - end] += 1
+
+    @rule(t=_threads, src=entries, dst=entries)
+    def add_from(self, t: int, src: _Entry, dst: _Entry) -> None:
+        if src is dst:
+            return
+        n = min(len(src.model), len(dst.model))
+        count = kernels.cubes(n)
+        self.on(t, lambda: self.client.launch(self.k_add_from, count, [src.handle, dst.handle], [n]))
+        dst.model[:n] += src.model[:n]
+
+    @rule(t=_threads, src=entries, dst=entries)
+    def copy(self, t: int, src: _Entry, dst: _Entry) -> None:
+        if src is dst:
+            return
+        n = min(len(src.model), len(dst.model))
+        a = src.handle.offset_end(4 * (len(src.model) - n))
+        b = dst.handle.offset_end(4 * (len(dst.model) - n))
+        self.on(t, lambda: self.client.copy(a, b))
+        dst.model[:n] = src.model[:n]
+
+    @rule(target=entries, t=_threads, e=entries)
+    def duplicate(self, t: int, e: _Entry) -> _Entry:
+        moved = self.on(t, lambda: self.client.to_client(e.handle, self.client))
+        return self._new(moved, e.model.copy())
+
+    @rule(t=_threads, e=entries)
+    def read(self, t: int, e: _Entry) -> None:
+        got = self.on(t, lambda: self.client.to_numpy(e.handle, "i32"))
+        np.testing.assert_array_equal(got, e.model)
+
+    @rule(e=consumes(entries))
+    def drop(self, e: _Entry) -> None:
+        self.live.remove(e)
+        e.handle.drop()
+
+    @precondition(lambda self: len(self.live) > 0)
+    @rule(t=_threads)
+    def cleanup(self, t: int) -> None:
+        self.on(t, self.client.memory_cleanup)
+
+    @invariant()
+    def usage_is_consistent(self) -> None:
+        usage = self.client.memory_usage()
+        assert usage.bytes_in_use >= sum(e.handle.size for e in self.live)
+        assert usage.bytes_reserved >= usage.bytes_in_use + usage.bytes_padding
+
+    def teardown(self) -> None:
+        try:
+            for e in self.live:  # the last word: every handle reads as its model
+                np.testing.assert_array_equal(self.client.to_numpy(e.handle, "i32"), e.model)
+            for e in self.live:
+                e.handle.drop()
+            self.live.clear()
+            self.client.sync(all_streams=True)
+            gc.collect()
+            self.client.memory_cleanup()
+            assert self.client.memory_usage().bytes_in_use == 0
+        finally:
+            for w in self.workers:
+                w.stop()
+            self.client.close()
+
+
 def machine(make_client: Callable[[], Any]) -> type[RuleBasedStateMachine]:
     """The state machine over fresh clients from ``make_client``."""
-    threads = st.integers(0, THREADS - 1)
-    values = st.lists(st.integers(-1000, 1000), min_size=1, max_size=64)
-
-    class ClientModel(RuleBasedStateMachine):
-        entries = Bundle("entries")
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.client = make_client()
-            self.k_add_one = gates.kernel(self.client, kernels.ADD_ONE)
-            self.k_add_from = gates.kernel(self.client, kernels.ADD_FROM)
-            self.workers = [_Worker() for _ in range(THREADS)]
-            self.live: list[_Entry] = []
-            #: Kernels bind views at offsets the backend aligns (e.g. 256 B on OpenCL).
-            self.align = max(1, int(self.client.capabilities.offset_alignment) // 4)
-
-        def on(self, t: int, fn: Callable[[], Any]) -> Any:
-            return self.workers[t].call(fn)
-
-        def _new(self, handle: Any, model: np.ndarray) -> _Entry:
-            entry = _Entry(handle, model)
-            self.live.append(entry)
-            return entry
-
-        @rule(target=entries, t=threads, data=values)
-        def create(self, t: int, data: list[int]) -> _Entry:
-            arr = np.array(data, dtype=np.int32)
-            return self._new(self.on(t, lambda: self.client.create(arr)), arr.copy())
-
-        @rule(t=threads, e=entries, data=values)
-        def write(self, t: int, e: _Entry, data: list[int]) -> None:
-            arr = np.resize(np.array(data, dtype=np.int32), len(e.model))
-            self.on(t, lambda: self.client.write(e.handle, arr))
-            e.model[:] = arr
-
-        @rule(t=threads, e=entries, value=st.integers(-(2**31), 2**31 - 1), skip=st.integers(0, 63))
-        def fill_tail(self, t: int, e: _Entry, value: int, skip: int) -> None:
-            skip = min(skip, len(e.model) - 1)
-            view = e.handle.offset_start(4 * skip)
-            self.on(t, lambda: self.client.fill(view, value, "i32"))
-            e.model[skip:] = value
-
-        @rule(t=threads, e=entries, start=st.integers(0, 63), end=st.integers(0, 63))
-        def add_one_view(self, t: int, e: _Entry, start: int, end: int) -> None:
-            n = len(e.model)
-            start = min(start, n - 1) // self.align * self.align
-            end = min(end, n - 1 - start)
-            view = e.handle.offset_start(4 * start).offset_end(4 * end)
-            m = n - start - end
-            self.on(t, lambda: self.client.launch(self.k_add_one, kernels.cubes(m), [view], [m]))
-            e.model[start : n - end] += 1
-
-        @rule(t=threads, src=entries, dst=entries)
-        def add_from(self, t: int, src: _Entry, dst: _Entry) -> None:
-            if src is dst:
-                return
-            n = min(len(src.model), len(dst.model))
-            count = kernels.cubes(n)
-            self.on(t, lambda: self.client.launch(self.k_add_from, count, [src.handle, dst.handle], [n]))
-            dst.model[:n] += src.model[:n]
-
-        @rule(t=threads, src=entries, dst=entries)
-        def copy(self, t: int, src: _Entry, dst: _Entry) -> None:
-            if src is dst:
-                return
-            n = min(len(src.model), len(dst.model))
-            a = src.handle.offset_end(4 * (len(src.model) - n))
-            b = dst.handle.offset_end(4 * (len(dst.model) - n))
-            self.on(t, lambda: self.client.copy(a, b))
-            dst.model[:n] = src.model[:n]
-
-        @rule(target=entries, t=threads, e=entries)
-        def duplicate(self, t: int, e: _Entry) -> _Entry:
-            moved = self.on(t, lambda: self.client.to_client(e.handle, self.client))
-            return self._new(moved, e.model.copy())
-
-        @rule(t=threads, e=entries)
-        def read(self, t: int, e: _Entry) -> None:
-            got = self.on(t, lambda: self.client.to_numpy(e.handle, "i32"))
-            np.testing.assert_array_equal(got, e.model)
-
-        @rule(e=consumes(entries))
-        def drop(self, e: _Entry) -> None:
-            self.live.remove(e)
-            e.handle.drop()
-
-        @precondition(lambda self: len(self.live) > 0)
-        @rule(t=threads)
-        def cleanup(self, t: int) -> None:
-            self.on(t, self.client.memory_cleanup)
-
-        @invariant()
-        def usage_is_consistent(self) -> None:
-            usage = self.client.memory_usage()
-            assert usage.bytes_in_use >= sum(e.handle.size for e in self.live)
-            assert usage.bytes_reserved >= usage.bytes_in_use + usage.bytes_padding
-
-        def teardown(self) -> None:
-            try:
-                for e in self.live:  # the last word: every handle reads as its model
-                    np.testing.assert_array_equal(self.client.to_numpy(e.handle, "i32"), e.model)
-                for e in self.live:
-                    e.handle.drop()
-                self.live.clear()
-                self.client.sync(all_streams=True)
-                gc.collect()
-                self.client.memory_cleanup()
-                assert self.client.memory_usage().bytes_in_use == 0
-            finally:
-                for w in self.workers:
-                    w.stop()
-                self.client.close()
-
-    return ClientModel
+    return type("ClientModel", (ClientModel,), {"make_client": staticmethod(make_client)})
 
 
 class TestClientModel:

@@ -575,7 +575,7 @@ def test_a_size_a_sliced_pool_serves_gets_an_exact_reuse_entry(storage: FakeStor
     mm.reserve(1000)  # served by the first pool of its route, a sliced one: the entry is made
     freed, padded, release = mm.reuse[1000]
     token = mm.reserve(1000)
-    record = token._record
+    record = token.record
     del token
     assert padded == 1024 and list(freed) == [record], "a dying token queues its record there"
     assert release.__self__ is freed  # type: ignore[attr-defined]
