@@ -1,5 +1,6 @@
 """Lowering of calls: ``sync_cube()``, ``shared``/``local`` declarations, atomics, casts, ``len``,
-math builtins, and the inlining of ``@cl.func`` helpers (each call gets its own frame of names)."""
+math builtins, and the inlining of ``@cl.func`` helpers (each call gets its own frame of names);
+also the statement that is a call (its value unused)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import ast
 import builtins
 import math as pymath
 
+from cubeplug.lang import access, infer, ir, returns, vectors
 from cubeplug.lang import builtins as clb
-from cubeplug.lang import infer, ir, returns, vectors
 from cubeplug.lang.errors import KernelTypeError
 from cubeplug.lang.func import LangFunc
 from cubeplug.lang.infer import Val, is_expr, known
@@ -21,6 +22,15 @@ _PY_MATH = {
     pymath.exp: "exp", pymath.log: "log", pymath.sin: "sin", pymath.cos: "cos",
     pymath.tanh: "tanh", pymath.floor: "floor", pymath.ceil: "ceil", pymath.pow: "pow",
 }
+
+
+def call_statement(lw: Lowering, node: ast.Expr) -> None:
+    """An expression statement: a call whose value is unused, or a docstring (skipped)."""
+    if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        return  # a docstring
+    if not isinstance(node.value, ast.Call):
+        raise lw.syntax("an expression statement that is not a call has no effect", node, "expression")
+    lower_call(lw, node.value, statement=True)
 
 
 def lower_call(lw: Lowering, node: ast.Call, statement: bool) -> Val:
@@ -80,6 +90,7 @@ def lower_call(lw: Lowering, node: ast.Call, statement: bool) -> Val:
         f"@cl.func helpers can be called", node, "call",
     )
 
+
 def length(lw: Lowering, args: list[Val], node: ast.Call) -> Val:
     """``len(a)``: the hidden length of a global array, the size of a shared/local one."""
     if len(args) != 1 or not isinstance(args[0], ArrayRef):
@@ -90,6 +101,7 @@ def length(lw: Lowering, args: list[Val], node: ast.Call) -> Val:
     st = lw.arrays[arr.name]
     st.len_used = True
     return ir.Var(st.len_name, u32, lw.loc(node), "len")
+
 
 def array_decl(lw: Lowering, node: ast.Call, space: str) -> ArrayRef:
     """``shared(T, N)`` / ``local(T, N)``: a declaration at the top of the kernel."""
@@ -107,6 +119,7 @@ def array_decl(lw: Lowering, node: ast.Call, space: str) -> ArrayRef:
     lw.decls.append(ir.ArrayDecl(name, ty, size, space, loc))
     return ArrayRef(name, ty, False, space, size)
 
+
 def atomic(lw: Lowering, op: str, node: ast.Call, statement: bool) -> Val:
     """An atomic statement; its old value in a fresh local unless the call is a statement."""
     loc = lw.loc(node)
@@ -117,7 +130,7 @@ def atomic(lw: Lowering, op: str, node: ast.Call, statement: bool) -> Val:
     if not isinstance(arr, ArrayRef) or not arr.atomic:
         raise KernelTypeError(f"{op}() needs an Array[Atomic[i32|u32|f32]] parameter", loc, op,
                               kernel=lw.name)
-    idx = lw.index(node.args[1])
+    idx = access.index(lw, node.args[1])
     vals = tuple(infer.to_expr(lw.expr(a), loc, op, arr.elem) for a in node.args[2:])
     if arr.elem.is_float:
         # f32: add (natively on CUDA, a compare-and-swap loop on the bits elsewhere); sub adds -v.
@@ -128,15 +141,16 @@ def atomic(lw: Lowering, op: str, node: ast.Call, statement: bool) -> Val:
             op, vals = "atomic_add", (infer.unop("-", vals[0], loc, op),)
     out = None if statement else lw.declare("old", arr.elem, loc)
     lw.emit(ir.Atomic(op[len("atomic_"):], arr.name, idx, vals, out, arr.elem, loc,
-                        lw.touch(arr, idx, True)))
+                      access.touch(lw, arr, idx, True)))
     return None if out is None else ir.Var(out, arr.elem, loc)
+
 
 def inline(lw: Lowering, fn: LangFunc, node: ast.Call) -> Val:
     """A ``@cl.func`` call inlined: arguments bound in a new frame, the body lowered in place."""
     loc = lw.loc(node)
     if any(f.captured.fn is fn.fn for f in lw.frames):
         raise lw.syntax(f"@cl.func {fn.__qualname__} calls itself; recursion is not supported", node,
-                          "call")
+                        "call")
     args = [lw.expr(a) for a in node.args]
     captured = fn.captured
     tree = captured.tree

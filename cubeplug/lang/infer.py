@@ -12,7 +12,7 @@ from __future__ import annotations
 import math as pymath
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -39,8 +39,8 @@ _PY_MATH: dict[str, Callable[..., Any]] = {
 }
 
 
-def is_expr(v: Val) -> bool:
-    """True for an IR expression (a runtime value)."""
+def is_expr(v: Val) -> TypeGuard[ir.Expr]:
+    """True for an IR expression (a runtime value); narrows ``v`` to :data:`ir.Expr` for the checker."""
     return isinstance(v, EXPRS)
 
 

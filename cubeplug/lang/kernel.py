@@ -36,6 +36,14 @@ def _dims(cube_dim: Any) -> tuple[int, int, int]:
     return (int(dims[0]), int((*dims, 1)[1]), int((*dims, 1, 1)[2]))
 
 
+def _launcher_key(client: Any, cube_dim: Any, comptime: dict[str, Any]) -> tuple[Any, ...]:
+    """The key of a launch's launcher: the client, the cube dim as given (a list as a tuple, to be
+    hashable) and the comptime values, if any."""
+    if isinstance(cube_dim, list):
+        cube_dim = tuple(cube_dim)
+    return (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
+
+
 _MISSING = object()  # a positional argument the caller left out
 
 
@@ -91,11 +99,12 @@ class LangKernel:
     ) -> None:
         """The general launch: find (or build) the launcher of (client, cube dim, comptime values)."""
         table = self._launchers if checked else self._unchecked
-        key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
+        key = _launcher_key(client, cube_dim, comptime)
         try:
             fn, spec = table[key]
-        except (KeyError, TypeError):
+        except (KeyError, TypeError):  # TypeError: an unhashable comptime value; _prepare raises it
             fn, spec = self._prepare(client, cube_dim, comptime, checked, count, args)
+            table[key] = (fn, spec)
         else:
             self._check_count(spec, args)
             fn(count, *args)
@@ -171,7 +180,8 @@ class LangKernel:
         self, client: Any, cube_dim: Any, comptime: dict[str, Any], checked: bool, count: Any,
         args: tuple[Any, ...],
     ) -> tuple[Callable[..., None], Specialized]:
-        """Specialize, build the launcher, and run this first launch (mapping compile errors)."""
+        """Specialize, build the launcher, and run this first launch (mapping compile errors); the
+        caller stores the launcher."""
         spec = self.specialized(client, cube_dim, checked=checked, **comptime)
         self._check_count(spec, args)
         namespace: dict[str, Any] = {
@@ -187,10 +197,6 @@ class LangKernel:
             fn(count, *args)
         except CompileError as e:
             raise self._map_error(spec, e) from e
-        if isinstance(cube_dim, list):
-            cube_dim = tuple(cube_dim)
-        key = (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
-        (self._launchers if checked else self._unchecked)[key] = (fn, spec)
         return fn, spec
 
     def _map_error(self, spec: Specialized, e: CompileError) -> CompileError:

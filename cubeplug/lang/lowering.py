@@ -1,28 +1,34 @@
-"""What the lowering helpers (:mod:`.calls`, :mod:`.tensors`) use of the lowerer: a Protocol, so
-they depend on this contract and not on :mod:`.lower`, which imports them (no import circle)."""
+"""What the lowering modules (:mod:`.params`, :mod:`.access`, :mod:`.exprs`, :mod:`.assign`,
+:mod:`.control`, :mod:`.calls`, :mod:`.tensors`) use of the lowerer: a Protocol, so they depend on
+this contract and not on :mod:`.lower`, which imports them all (no import circle)."""
 
 from __future__ import annotations
 
 import ast
-from typing import Protocol
+from typing import Any, Protocol
 
 from cubeplug.lang import ir
 from cubeplug.lang.errors import KernelSyntaxError, Loc
 from cubeplug.lang.infer import Val
-from cubeplug.lang.scope import ArrayRef, ArrayState, Frame
+from cubeplug.lang.scope import ArrayState, Frame
 from cubeplug.lang.types import DType
 
 
 class Lowering(Protocol):
-    """The state and operations of one kernel's lowering that its helpers read and call."""
+    """The state and primitive operations of one kernel's lowering that its modules read and call."""
 
     name: str
+    comptime: dict[str, Any]
+    cube_dim: tuple[int, int, int]
     checked: bool
     name_hint: str
     inline_count: int
+    runtime_depth: int
     loops: list[str]
     frames: list[Frame]
+    out: list[list[ir.Stmt]]
     arrays: dict[str, ArrayState]
+    scalars: list[ir.ScalarParam]
     decls: list[ir.ArrayDecl]
     hidden: list[ir.HiddenParam]
 
@@ -48,14 +54,15 @@ class Lowering(Protocol):
     def emit(self, stmt: ir.Stmt) -> None:
         """Append ``stmt`` to the current block."""
 
+    def block(self, body: list[ast.stmt], runtime: bool) -> ir.Block:
+        """Lower ``body`` into a new block; ``runtime`` when it runs under runtime control flow."""
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        """The value bound to ``name``: the frame's names, then the function's closure, globals and
+        builtins."""
+
     def stmt(self, node: ast.stmt) -> None:
         """Lower one statement."""
 
     def expr(self, node: ast.expr) -> Val:
         """Lower one expression (a comptime value or an IR expression)."""
-
-    def index(self, node: ast.expr) -> ir.Expr:
-        """Lower an index expression."""
-
-    def touch(self, arr: ArrayRef, idx: ir.Expr, write: bool) -> bool:
-        """Record a use of ``arr``; True when the access is bound-checked."""

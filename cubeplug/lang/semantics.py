@@ -129,5 +129,5 @@ def math(fn: str, args: list[Any], ty: DType) -> Any:
 
 def python_value(x: Any, ty: DType) -> int | float | bool:
     """A numpy scalar as the Python value a :class:`~cubeplug.lang.ir.Const` holds."""
-    v = np.asarray(x).astype(ty.np).item()
+    v: int | float | bool = np.asarray(x).astype(ty.np).item()
     return v

@@ -8,6 +8,7 @@ snapshot of the function's globals and closure cells.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import inspect
 import textwrap
@@ -56,8 +57,6 @@ class Captured:
         g = getattr(self.fn, "__globals__", {})
         if name in g:
             return True, g[name]
-        import builtins
-
         if hasattr(builtins, name):
             return True, getattr(builtins, name)
         return False, None

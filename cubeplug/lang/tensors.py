@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from cubeplug.lang import infer, ir
+from cubeplug.lang import access, infer, ir
 from cubeplug.lang.errors import KernelTypeError
 from cubeplug.lang.infer import Val, is_expr
 from cubeplug.lang.lowering import Lowering
@@ -83,7 +83,7 @@ def index(lw: Lowering, ref: ArrayRef, node: ast.expr) -> tuple[ir.Expr, ir.Expr
     flat: Val = 0
     guard: Val = None
     for d, elt in enumerate(elts):
-        i = infer.cast(lw.index(elt), u32, loc, "index")
+        i = infer.cast(access.index(lw, elt), u32, loc, "index")
         term = infer.binop("*", i, meta_var(lw, ref, "stride", d, elt), loc, "index")
         flat = infer.binop("+", flat, term, loc, "index")
         if lw.checked:

@@ -1,6 +1,8 @@
-"""What type checkers see of the kernel language's public names (``cubeplug.lang`` imports them from
-here under ``TYPE_CHECKING`` only; at run time the names are those of ``types.py`` and
-``builtins.py``, which lowering reads).
+"""The kernel language's public names, as type checkers see them and as they are at run time.
+
+``cubeplug.lang`` imports the names from here. Under ``TYPE_CHECKING`` they are the declarations
+below; at run time they are the objects lowering recognises, defined in ``builtins.py``,
+``types.py`` and ``func.py`` and re-exported here.
 
 A kernel is checked as the Python function it looks like: dtypes are aliases of ``float``, ``int``
 and ``bool`` (so ``f32(x)`` is a cast and ``x: f32 = 0`` a declaration), ``Array[T]`` and
@@ -150,3 +152,8 @@ if TYPE_CHECKING:
     def atomic_max(a: Array[_N], index: int, value: _N, /) -> _N: ...
     def atomic_exchange(a: Array[_N], index: int, value: _N, /) -> _N: ...
     def atomic_compare_exchange(a: Array[_N], index: int, expected: _N, new: _N, /) -> _N: ...
+else:
+    # Star imports, so that the names are listed once (in cubeplug/lang/__init__.py), not again here.
+    from cubeplug.lang.builtins import *  # noqa: F403
+    from cubeplug.lang.func import func as func
+    from cubeplug.lang.types import *  # noqa: F403

@@ -97,7 +97,9 @@ class Vec:
         if not (isinstance(args, tuple) and len(args) == 2):
             raise TypeError("Vec takes an element type and a width: Vec[f32, 4]")
         elem, width = args
-        if typing.get_origin(width) is typing.Literal:  # Vec[f32, Literal[4]], for type checkers
+        # ``object``: get_origin's overloads type its result as ParamSpec for an Any argument.
+        origin: object = typing.get_origin(width)
+        if origin is typing.Literal:  # Vec[f32, Literal[4]], for type checkers
             (width,) = typing.get_args(width)
         if not isinstance(elem, DType) or elem.name not in VECTOR_ELEMS:
             raise TypeError(f"Vec elements are one of {', '.join(VECTOR_ELEMS)}, got {elem!r}")
