@@ -78,10 +78,10 @@ class EventStreamBackend(ABC, Generic[S, E]):
 
 class Binding(Protocol):
     """What MultiStream reads of a bound handle: the stream whose pools own its memory, and its
-    slice token (``_memory``), whose ``stream`` is the last stream that queued work on it."""
+    slice token (``token``), whose ``stream`` is the last stream that queued work on it."""
 
     stream: int
-    _memory: Any
+    token: Any
 
 
 @dataclass(slots=True)
