@@ -24,6 +24,7 @@ from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, gather, tensor_extent
+from cubeplug.core.hostmem import staging_sizes
 from cubeplug.core.kernel import (
     DTYPES,
     CompileCache,
@@ -398,12 +399,7 @@ class ComputeServer(ABC):
     # ------------------------------------------------------------------ transfers
     def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Host buffers for uploads; pinned where the backend has pinned memory."""
-        out = []
-        for size in sizes:
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-                raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
-            out.append(np.empty(int(size), dtype=np.uint8))
-        return out
+        return [np.empty(n, dtype=np.uint8) for n in staging_sizes(sizes)]
 
     def read_tensor_async(self, tensor: Tensor, stream_id: int) -> Future[np.ndarray]:
         """A future of a tensor as a C-contiguous numpy array, honouring its strides."""

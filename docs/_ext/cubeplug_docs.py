@@ -14,9 +14,7 @@ Directives (usable from Markdown as ```` ```{cubeplug-config-table} ````):
 ``cubeplug-cli``
     The ``--help`` text of ``cubeplug`` and of each subcommand, from :func:`cubeplug.cli.build_parser`.
 
-It also removes references to internal design notes from docstrings (the API pages show the
-docstrings; those notes are not part of the documentation), and gives the doctest builder
-:func:`backend_usable`.
+It also gives the doctest builder :func:`backend_usable`.
 """
 
 from __future__ import annotations

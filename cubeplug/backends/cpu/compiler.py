@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.core.errors import CompileError
-from cubeplug.core.kernel import DTYPES, Buffer, ExecutionMode, Kernel
+from cubeplug.plugin import DTYPES, Buffer, CompileError, ExecutionMode, Kernel
 
 DIALECTS = ("python",)
 
@@ -74,7 +73,7 @@ def _exec_source(kernel: Kernel, source: Any) -> Callable[..., Any]:
         raise CompileError(
             f"{type(e).__name__}: {e}", backend="cpu", kernel=kernel.name, source=source, log=repr(e)
         ) from e
-    fn = namespace.get(kernel.entry_point)
+    fn: Callable[..., Any] | None = namespace.get(kernel.entry_point)
     if not callable(fn):
         raise CompileError(
             f"the source defines no function named {kernel.entry_point!r}",

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from cubeplug.core.backend import BackendSpec, Probe
-from cubeplug.core.config import Config
-from cubeplug.core.errors import BackendUnavailableError
-from cubeplug.core.storage import ComputeStorage, MemoryProperties
-from cubeplug.hookspecs import hookimpl
+from cubeplug.plugin import (
+    BackendSpec,
+    BackendUnavailableError,
+    ComputeStorage,
+    Config,
+    MemoryProperties,
+    Probe,
+    hookimpl,
+)
 
 NAME = "cpu"
 

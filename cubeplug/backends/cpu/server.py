@@ -11,15 +11,22 @@ from typing import Any
 import numpy as np
 
 from cubeplug.backends.cpu.compiler import DIALECTS, LaunchInfo, PythonProgram, compile_python
+from cubeplug.backends.cpu.queue import WorkerQueue
 from cubeplug.backends.cpu.storage import CpuStorage, memory_properties
-from cubeplug.backends.cpu.stream import WorkerQueue
-from cubeplug.core.backend import Capabilities, DeviceInfo
-from cubeplug.core.config import Config
-from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
-from cubeplug.core.memory import SliceToken
-from cubeplug.core.scheduler import Scheduler
-from cubeplug.core.server import Compiled, ComputeServer
+from cubeplug.plugin import (
+    DTYPES,
+    Compiled,
+    ComputeServer,
+    Config,
+    CubeCount,
+    DeviceInfo,
+    ExecutionMode,
+    Handle,
+    Kernel,
+    Scheduler,
+    SliceToken,
+    device_setup,
+)
 
 #: What queued work holds of a handle: its slice token (keeping the memory reserved), offset, size.
 #: Never the user's Handle itself, which may be dropped while the work is queued.
@@ -37,35 +44,17 @@ class CpuServer(ComputeServer):
     per_stream_memory = False
 
     def __init__(self, storage: CpuStorage, config: Config | None = None, device: int = 0) -> None:
-        props = memory_properties()
-        caps = Capabilities(
-            dtypes=frozenset(DTYPES),
-            fp16=True,
-            fp64=True,
-            int64=True,
+        name = platform.processor() or platform.machine() or "host CPU"
+        setup = device_setup(
+            DeviceInfo("cpu", device, name, vendor="host", driver=f"numpy {np.__version__}"),
+            memory_properties(),
+            dtypes=DTYPES,
             atomics=True,
             dynamic_count=True,
-            max_alloc_bytes=props.max_page_size,
             offset_alignment=1,
         )
-        name = platform.processor() or platform.machine() or "host CPU"
-        info = DeviceInfo("cpu", device, name, vendor="host", driver=f"numpy {np.__version__}")
-        properties = {
-            "name": name,
-            "max_page_size": props.max_page_size,
-            "alignment": storage.alignment,
-            "total_memory": props.total_memory,
-        }
-        super().__init__(
-            backend="cpu",
-            info=info,
-            storage=storage,
-            memory_properties=props,
-            capabilities=caps,
-            config=config,
-            properties=properties,
-        )
-        self._pages = storage._pages
+        super().__init__(backend="cpu", storage=storage, config=config, **setup.server_args())
+        self._pages = storage.pages
         self.queue = WorkerQueue()
         # A server dropped without close() still stops its worker thread.
         self._finalizer = weakref.finalize(self, self.queue.close)

@@ -6,8 +6,7 @@ import os
 
 import numpy as np
 
-from cubeplug.core.errors import OutOfMemoryError
-from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
+from cubeplug.plugin import ComputeStorage, MemoryProperties, OutOfMemoryError, StorageHandle, next_storage_id
 
 #: Byte alignment of every page and slice (a cache line).
 ALIGNMENT = 64
@@ -35,6 +34,11 @@ class CpuStorage(ComputeStorage):
 
     def __init__(self) -> None:
         self._pages: dict[int, np.ndarray] = {}
+
+    @property
+    def pages(self) -> dict[int, np.ndarray]:
+        """The pages by storage id (the server reads them directly to view a binding's bytes)."""
+        return self._pages
 
     def alloc(self, size: int) -> StorageHandle:
         """Allocate an aligned host page now."""

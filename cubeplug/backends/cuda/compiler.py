@@ -24,9 +24,7 @@ from cubeplug.backends.cuda.launch import (
     arg_layout,
     driver_available,
 )
-from cubeplug.core.cdialect import defines_block, full_source
-from cubeplug.core.errors import CompileError, ConfigError
-from cubeplug.core.kernel import ExecutionMode, Kernel
+from cubeplug.plugin import CompileError, ConfigError, ExecutionMode, Kernel, cdialect
 
 DIALECTS = ("cuda", "c")
 #: Options handed to NVRTC on top of CuPy's (C++17, its include paths, -arch for the device).
@@ -62,8 +60,8 @@ def source_for(kernel: Kernel, dialect: str) -> str:
             f"a {dialect!r} source must be text, got {type(src).__name__}", backend="cuda", kernel=kernel.name
         )
     if dialect == "c":
-        return full_source(kernel, src, "cuda", fp16=True)
-    return defines_block(kernel.defines, kernel.cube_dim) + src
+        return cdialect.full_source(kernel, src, "cuda", fp16=True)
+    return cdialect.defines_block(kernel.defines, kernel.cube_dim) + src
 
 
 def first_error(log: str) -> tuple[int | None, str]:
@@ -93,7 +91,6 @@ def compile_cuda(
     on-disk kernel cache for this compilation.
     """
     import cupy
-    from cupy.cuda.compiler import CompileException
 
     source = source_for(kernel, dialect)
     entry = kernel.entry_point
@@ -102,44 +99,35 @@ def compile_cuda(
         module = cupy.RawModule(code=source, options=options)
         try:
             raw = module.get_function(entry)
-        except CompileException as e:
-            log = e.get_message()
-            line, message = first_error(log)
-            raise CompileError(
-                message,
-                backend="cuda",
-                kernel=kernel.name,
-                source=source,
-                log=log,
-                options=options,
-                line=line,
-                col=None,
-            ) from e
         except Exception as e:
-            if "NOT_FOUND" in str(e):
-                raise CompileError(
-                    f"the source has no kernel named {entry!r}; declare it as KERNEL {entry}(...) in the c "
-                    f'dialect or extern "C" __global__ void {entry}(...) in cuda, or pass entry=',
-                    backend="cuda",
-                    kernel=kernel.name,
-                    source=source,
-                    log=str(e),
-                    options=options,
-                ) from e
-            raise CompileError(
-                f"{type(e).__name__}: {e}",
-                backend="cuda",
-                kernel=kernel.name,
-                source=source,
-                log=str(e),
-                options=options,
-            ) from e
+            raise compile_error(e, kernel, source, options) from e
         function = raw.kernel
     layout = arg_layout(kernel)
     launcher = make_launcher(function, kernel.cube_dim, layout, launch)
     return CudaProgram(
         kernel.name, entry, source, options, launcher, function, module, layout, kernel.cube_dim
     )
+
+
+def compile_error(error: Exception, kernel: Kernel, source: str, options: tuple[str, ...]) -> CompileError:
+    """The CompileError for a failed NVRTC compilation or a missing entry point: NVRTC's log with
+    the line of its first error, or what to declare."""
+    from cupy.cuda.compiler import CompileException
+
+    where: dict[str, Any] = {"backend": "cuda", "kernel": kernel.name, "source": source, "options": options}
+    if isinstance(error, CompileException):
+        log = error.get_message()
+        line, message = first_error(log)
+        return CompileError(message, log=log, line=line, col=None, **where)
+    if "NOT_FOUND" in str(error):
+        entry = kernel.entry_point
+        return CompileError(
+            f"the source has no kernel named {entry!r}; declare it as KERNEL {entry}(...) in the c "
+            f'dialect or extern "C" __global__ void {entry}(...) in cuda, or pass entry=',
+            log=str(error),
+            **where,
+        )
+    return CompileError(f"{type(error).__name__}: {error}", log=str(error), **where)
 
 
 @contextmanager

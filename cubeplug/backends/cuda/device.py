@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.backend import Probe
-from cubeplug.core.errors import BackendUnavailableError
+from cubeplug.plugin import BackendUnavailableError, Probe
 
 INSTALL_HINT = "pip install 'cubeplug[cuda12]' (CUDA 12) or 'cubeplug[cuda13]' (CUDA 13)"
 

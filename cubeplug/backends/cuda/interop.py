@@ -15,10 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cubeplug.core.errors import ValidationError
-from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import DTYPES, dtype_of
-from cubeplug.core.stream import current_stream_id
+from cubeplug.plugin import DTYPES, Handle, ValidationError, current_stream_id, dtype_of
 
 
 class Exporter(Protocol):
@@ -111,7 +108,7 @@ def _call(client: Any, method: str, handle: Handle, dtype: Any, shape: Sequence[
     if getattr(server, "backend", None) != "cuda":
         raise ValidationError(f"zero-copy CUDA views need a cuda client, this one is {server.backend!r}")
     sid = server.stream_id(current_stream_id())
-    with client._lock:  # serialise with the client's other calls, as every server call is
+    with client.launcher.settings.lock:  # the client's lock: serialised as every server call is
         if method == "cupy":
             return cupy_view(server, handle, dtype, shape, sid)
         return array_view(server, handle, dtype, shape, sid)
@@ -126,4 +123,5 @@ def as_cuda_array(
     client: Any, handle: Handle, dtype: Any, shape: Sequence[int] | None = None
 ) -> CudaArrayView:
     """A zero-copy ``__cuda_array_interface__`` view of a handle of a cuda client (no CuPy needed)."""
-    return _call(client, "cai", handle, dtype, shape)
+    view: CudaArrayView = _call(client, "cai", handle, dtype, shape)
+    return view

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.errors import ValidationError
-from cubeplug.core.kernel import DTYPES, Buffer, Kernel
+from cubeplug.plugin import DTYPES, Buffer, Kernel, ValidationError
 
 #: struct codes of a scalar in an 8-byte slot (pointers are ``Q``), little-endian, standard sizes.
 SLOT_CODES = {

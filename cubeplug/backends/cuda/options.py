@@ -21,12 +21,13 @@ key                       meaning                                               
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.errors import ConfigError
+from cubeplug.plugin import ConfigError, check_option_keys
 
 LAUNCH_PATHS = ("auto", "driver", "cupy")
 _UNITS = {
@@ -130,21 +131,17 @@ def _launch(value: Any) -> str:
     return str(value)
 
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_page_size": _page_size,
     "pitch_alignment": _pitch,
     "launch": _launch,
-    "pinned_pool_bytes": lambda v: parse_bytes(v, "pinned_pool_bytes"),
-    "staging_max_bytes": lambda v: parse_bytes(v, "staging_max_bytes"),
+    "pinned_pool_bytes": functools.partial(parse_bytes, key="pinned_pool_bytes"),
+    "staging_max_bytes": functools.partial(parse_bytes, key="staging_max_bytes"),
 }
 
 
 def parse_options(raw: Mapping[str, Any]) -> CudaOptions:
     """Check and convert the ``[backends.cuda]`` table; ConfigError names a bad key and the allowed values."""
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        parser = _PARSERS.get(key)
-        if parser is None:
-            raise ConfigError(f"{_WHERE} has no option {key!r}", key=key, allowed=", ".join(_PARSERS))
-        values[key] = parser(value)
+    check_option_keys("cuda", raw, _PARSERS)
+    values: dict[str, Any] = {key: _PARSERS[key](value) for key, value in raw.items()}
     return CudaOptions(**values)

@@ -9,10 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cubeplug.backends.cuda.device import INSTALL_HINT, check_device, probe
-from cubeplug.core.backend import BackendSpec
-from cubeplug.core.config import Config
-from cubeplug.core.storage import ComputeStorage, MemoryProperties
-from cubeplug.hookspecs import hookimpl
+from cubeplug.plugin import BackendSpec, ComputeStorage, Config, MemoryProperties, hookimpl
 
 NAME = "cuda"
 

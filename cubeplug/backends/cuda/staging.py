@@ -1,33 +1,30 @@
-"""Pinned (page-locked) host buffers for transfers: a pool with event-ordered reuse.
+"""Pinned (page-locked) host buffers for transfers: the toolkit's staging pool with event-ordered reuse.
 
 DMA engines copy between the device and pinned host memory at full link speed and asynchronously;
-from pageable memory the driver bounces through its own buffers first. The pool hands out blocks of
-power-of-two sizes (:func:`size_class`); a block returned with the event of the copy that uses it
+from pageable memory the driver bounces through its own buffers first. :class:`PinnedPool` is the
+toolkit's :class:`~cubeplug.plugin.StagingPool` over pinned blocks of power-of-two sizes
+(:func:`~cubeplug.plugin.size_class`); a block returned with the event of the copy that uses it
 is reused only once that event completed, so a transfer never waits for the host and the host never
 overwrites a buffer the device still reads. :class:`PinnedBuffer` is what ``reserve_staging`` gives
 users: a numpy array over pinned memory that goes back to the pool when its last view is dropped.
 The pool knows nothing of CUDA: the allocator and the events are passed in (tests use fakes).
 
-Reads come back as bytearrays that a copy fills whole, made by ``core.hostmem``'s ``host_buffer``
+Reads come back as bytearrays that a copy fills whole, made by the toolkit's ``host_buffer``
 (uninitialised, advised for transparent huge pages when large) or ``host_copy``; :func:`plan_chunks` splits a
 staged read into chunks and :func:`drain_chunks` copies each chunk out once its copy completed.
 """
 
 from __future__ import annotations
 
-import bisect
 import ctypes
-import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from cubeplug.core.hostmem import host_buffer, host_copy
+from cubeplug.plugin import MIN_BLOCK, StagingPool, host_buffer, host_copy, size_class
 
-#: Smallest block handed out (a page).
-MIN_BLOCK = 4096
+__all__ = ["MIN_BLOCK", "PinnedBlock", "PinnedBuffer", "PinnedPool", "size_class"]
 
 
 class Event(Protocol):
@@ -41,24 +38,29 @@ class Event(Protocol):
         """Block until the event completed."""
 
 
-def size_class(size: int) -> int:
-    """The block size serving a request of ``size`` bytes: a power of two, at least :data:`MIN_BLOCK`."""
-    return max(MIN_BLOCK, 1 << (max(1, size) - 1).bit_length())
-
-
 class PinnedBlock:
-    """One pinned allocation: its address, its byte size and a uint8 numpy view of it."""
+    """One pinned allocation: its address, its byte size and a uint8 numpy view of it; while idle in
+    the pool, the event of its last copy."""
 
-    __slots__ = ("array", "ptr", "size")
+    __slots__ = ("array", "event", "ptr", "size")
 
     def __init__(self, ptr: int, size: int) -> None:
         self.ptr = ptr
         self.size = size
         self.array: np.ndarray = np.ctypeslib.as_array((ctypes.c_ubyte * size).from_address(ptr))
+        self.event: Event | None = None
 
 
-class PinnedPool:
-    """Pinned blocks by size class, reused after the event of their last copy; thread-safe."""
+class PinnedPool(StagingPool[PinnedBlock]):
+    """Pinned blocks by size class, reused after the event of their last copy; thread-safe.
+
+    Every block given back is kept (``max_bytes`` bounds what is allocated: past it, :meth:`take`
+    waits for the oldest block of the class instead of allocating); :meth:`trim` frees the idle
+    ones. Every live block is registered by address, for :meth:`contains`.
+    """
+
+    # The oldest block of a class is the one whose last copy completes first.
+    oldest_first = True
 
     def __init__(
         self,
@@ -66,15 +68,10 @@ class PinnedPool:
         host_free: Callable[[int], None],
         max_bytes: int = 256 << 20,
     ) -> None:
+        super().__init__(MIN_BLOCK)
         self._alloc = host_alloc
         self._free_fn = host_free
         self.max_bytes = max_bytes
-        # Re-entrant: a PinnedBuffer collected by the garbage collector inside a locked section gives
-        # its block back from the same thread.
-        self._lock = threading.RLock()
-        self._idle: dict[int, deque[tuple[PinnedBlock, Event | None]]] = {}
-        self._blocks: dict[int, PinnedBlock] = {}
-        self._starts: list[int] = []
         #: Bytes of pinned memory allocated and not yet freed.
         self.reserved = 0
 
@@ -83,14 +80,17 @@ class PinnedPool:
         cls = size_class(size)
         wait: Event | None = None
         with self._lock:
-            queue = self._idle.get(cls)
+            queue = self._free.get(cls)
             if queue:
-                block, event = queue[0]
-                if event is None or event.done:
+                block = queue[0]
+                event = block.event
+                ready = event is None or event.done
+                if ready or self.reserved + cls > self.max_bytes:
                     queue.popleft()
-                    return block
-                if self.reserved + cls > self.max_bytes:
-                    queue.popleft()
+                    self._idle -= cls
+                    block.event = None
+                    if ready:
+                        return block
                     wait = event
         if wait is not None:
             wait.synchronize()
@@ -99,8 +99,8 @@ class PinnedPool:
 
     def give(self, block: PinnedBlock, event: Event | None = None) -> None:
         """Return a block; it is reused once ``event`` (the last copy using it) completed."""
-        with self._lock:
-            self._idle.setdefault(block.size, deque()).append((block, event))
+        block.event = event
+        self.keep_idle(block, block.size)
 
     def allocate(self, size: int) -> PinnedBlock:
         """A block of exactly ``size`` bytes outside the size classes (freed with :meth:`release`)."""
@@ -109,9 +109,8 @@ class PinnedPool:
     def release(self, block: PinnedBlock) -> None:
         """Free a block now (the caller knows no copy uses it)."""
         with self._lock:
-            if self._blocks.pop(block.ptr, None) is None:
+            if not self.unregister(block.ptr, block):
                 return
-            self._starts.remove(block.ptr)
             self.reserved -= block.size
         self._free_fn(block.ptr)
 
@@ -119,48 +118,39 @@ class PinnedPool:
         ptr = self._alloc(size)
         block = PinnedBlock(ptr, size)
         with self._lock:
-            self._blocks[ptr] = block
-            bisect.insort(self._starts, ptr)
+            self.register(ptr, ptr + size, block)
             self.reserved += size
         return block
 
     def contains(self, address: int, nbytes: int) -> bool:
         """True when ``[address, address + nbytes)`` lies in one live pinned block of this pool."""
-        with self._lock:
-            i = bisect.bisect_right(self._starts, address) - 1
-            if i < 0:
-                return False
-            block = self._blocks[self._starts[i]]
-            return address + nbytes <= block.ptr + block.size
+        return self.owner_of(address, nbytes) is not None
 
     def trim(self) -> int:
         """Free every idle block whose last copy completed; returns the bytes freed."""
         freed: list[PinnedBlock] = []
         with self._lock:
-            for queue in self._idle.values():
-                keep = deque((b, e) for b, e in queue if not (e is None or e.done))
-                freed.extend(b for b, e in queue if e is None or e.done)
+            for size, queue in self._free.items():
+                busy: list[PinnedBlock] = []
+                for block in queue:
+                    event = block.event
+                    (freed if event is None or event.done else busy).append(block)
+                self._idle -= size * (len(queue) - len(busy))
                 queue.clear()
-                queue.extend(keep)
+                queue.extend(busy)
         for block in freed:
             self.release(block)
         return sum(b.size for b in freed)
 
     def close(self) -> None:
         """Wait for in-flight copies and free every block of the pool."""
-        with self._lock:
-            pending = [e for q in self._idle.values() for _, e in q if e is not None]
-            self._idle.clear()
-            blocks = list(self._blocks.values())
+        idle = self.drain()
+        pending = [b.event for b in idle if b.event is not None]
+        blocks = self.owners()
         for event in pending:
             event.synchronize()
         for block in blocks:
             self.release(block)
-
-    def idle_bytes(self) -> int:
-        """Bytes held in idle blocks (cached for reuse)."""
-        with self._lock:
-            return sum(b.size for q in self._idle.values() for b, _ in q)
 
 
 class PinnedBuffer:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from cubeplug.backends.cuda.device import on_device
-from cubeplug.core.errors import OutOfMemoryError
-from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
+from cubeplug.plugin import ComputeStorage, MemoryProperties, OutOfMemoryError, StorageHandle, next_storage_id
 
 #: Byte alignment of every page and slice (cudaMalloc returns at least 256-byte aligned pointers).
 ALIGNMENT = 256

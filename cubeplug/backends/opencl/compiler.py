@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cubeplug.backends.opencl.devices import DeviceContext
-from cubeplug.core import cdialect
-from cubeplug.core.errors import CompileError
-from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel
+from cubeplug.plugin import Buffer, CompileError, ExecutionMode, Kernel, cdialect
 
 #: Dialects in order of preference: native source first.
 DIALECTS = ("opencl", "c")

@@ -30,8 +30,7 @@ from typing import Any
 
 from cubeplug.backends.opencl import probe_cache
 from cubeplug.backends.opencl.options import OpenCLOptions, describe_filter, options
-from cubeplug.core.config import Config
-from cubeplug.core.errors import BackendUnavailableError
+from cubeplug.plugin import BackendUnavailableError, Config
 
 INSTALL_HINT = "pip install 'cubeplug[opencl]' (or 'cubeplug[pocl]' for a CPU OpenCL driver)"
 #: What to do about a PoCL that cannot compile: the distributions' PoCL 3.1 (LLVM 15) knows the

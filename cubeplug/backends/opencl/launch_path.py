@@ -25,12 +25,18 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
-from cubeplug.core.launcher import Launcher, LaunchSettings
-from cubeplug.core.memory.slice_token import SliceToken
-from cubeplug.core.storage import StorageHandle
-from cubeplug.core.stream import StreamState, thread_streams
+from cubeplug.plugin import (
+    CubeCount,
+    ExecutionMode,
+    Handle,
+    Kernel,
+    Launcher,
+    LaunchSettings,
+    SliceToken,
+    StorageHandle,
+    StreamState,
+    thread_streams,
+)
 
 _lock = threading.Lock()
 _loaded: tuple[ModuleType | None, str] | None = None

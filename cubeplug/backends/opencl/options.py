@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cubeplug.core.config import Config
-from cubeplug.core.errors import ConfigError
+from cubeplug.plugin import Config, ConfigError, check_option_keys
 
 NAME = "opencl"
 DEVICE_TYPES = ("all", "gpu", "cpu", "accelerator", "default")
@@ -35,9 +34,7 @@ def options(config: Config) -> OpenCLOptions:
     """The ``[backends.opencl]`` options of ``config``; ConfigError naming a bad key or value."""
     raw = config.backend_options(NAME)
     where = "[backends.opencl]"
-    for key in raw:
-        if key not in OPTIONS:
-            raise ConfigError(f"unknown key {key!r} in {where}", key=key, allowed=", ".join(OPTIONS))
+    check_option_keys(NAME, raw, OPTIONS)
     platform = raw.get("platform")
     selector_filter = raw.get("filter")
     if isinstance(selector_filter, str) and selector_filter.lower() in DEVICE_TYPES[1:4]:

@@ -12,10 +12,7 @@ from typing import Any
 
 from cubeplug.backends.opencl.devices import INSTALL_HINT, DeviceStatus, device_context, offered, survey
 from cubeplug.backends.opencl.options import NAME, options
-from cubeplug.core.backend import BackendSpec, Probe
-from cubeplug.core.config import Config
-from cubeplug.core.storage import ComputeStorage, MemoryProperties
-from cubeplug.hookspecs import hookimpl
+from cubeplug.plugin import BackendSpec, ComputeStorage, Config, MemoryProperties, Probe, hookimpl
 
 PRIORITY = 20
 

@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cubeplug.core.paths import cache_dir
+from cubeplug.plugin import cache_dir
 
 FILE = "opencl-probes.json"
 #: The lines of /proc/cpuinfo that tell processors apart for a compiler (LLVM's host CPU detection).

@@ -3,20 +3,17 @@
 :class:`OpenCLStreams` is the :class:`EventStreamBackend` the core :class:`MultiStream` drives: an
 event is a marker enqueued after the stream's work (and the queue flushed so the work starts), a
 device-side wait is a barrier with a wait list on the waiting queue, and a host wait is
-``event.wait()``. :class:`EventWaiter` runs callbacks once events complete, on a thread of its own,
-so that ``read_async`` never blocks its caller.
+``event.wait()``. :class:`EventWaiter` (the toolkit's completer thread) runs callbacks once events
+complete, so that ``read_async`` never blocks its caller.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable
+import functools
 from typing import Any
 
 from cubeplug.backends.opencl.devices import DeviceContext
-from cubeplug.core.errors import LaunchError
-from cubeplug.core.stream import EventStreamBackend
+from cubeplug.plugin import Completer, EventStreamBackend, LaunchError, call_when_done
 
 
 class OpenCLStreams(EventStreamBackend[Any, Any]):
@@ -61,47 +58,10 @@ class OpenCLStreams(EventStreamBackend[Any, Any]):
             )
 
 
-Callback = Callable[[BaseException | None], None]
-
-
-class EventWaiter:
-    """A thread that waits for events in submission order and then calls their callbacks."""
+class EventWaiter(Completer):
+    """The toolkit's completer thread for OpenCL reads: ``submit(event, callback)`` calls
+    ``callback(None)`` once ``event`` completed, or ``callback(error)`` when the work before it failed,
+    in submission order. A callback's own failure does not stop the thread."""
 
     def __init__(self, streams: OpenCLStreams, name: str = "cubeplug-opencl-waiter") -> None:
-        self._streams = streams
-        self._queue: queue.SimpleQueue[tuple[Any, Callback] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def submit(self, event: Any, callback: Callback) -> None:
-        """Call ``callback(None)`` once ``event`` completed, or ``callback(error)`` if it failed."""
-        self._queue.put((event, callback))
-
-    @property
-    def thread(self) -> threading.Thread:
-        """The thread that waits for the events and calls back."""
-        return self._thread
-
-    def close(self, timeout: float = 10) -> None:
-        """Stop the thread after the events already submitted (and wait for that, unless on the thread)."""
-        self._queue.put(None)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        get = self._queue.get
-        while True:
-            task = get()
-            if task is None:
-                return
-            event, callback = task
-            error: BaseException | None = None
-            try:
-                self._streams.wait_event_sync(event)
-            except BaseException as e:
-                error = e
-            try:
-                callback(error)
-            except BaseException:  # a callback's own failure must not stop the thread
-                pass
-            del task, event, callback, error
+        super().__init__(name, functools.partial(call_when_done, streams.wait_event_sync))

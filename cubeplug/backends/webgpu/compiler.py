@@ -22,8 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.errors import CompileError
-from cubeplug.core.kernel import Buffer, ExecutionMode, Kernel, Scalar
+from cubeplug.plugin import Buffer, CompileError, ExecutionMode, Kernel, Scalar
 
 DIALECTS = ("wgsl",)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cubeplug.core.errors import DeviceLostError
+from cubeplug.plugin import DeviceLostError
 
 #: Lower-case fragments of wgpu's messages that mean the device is gone.
 _LOST_MARKERS = ("device is lost", "device was lost", "device lost", "devicelost")

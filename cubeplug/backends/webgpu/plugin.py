@@ -19,11 +19,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from cubeplug.core.backend import BackendSpec, Probe
-from cubeplug.core.config import Config
-from cubeplug.core.errors import BackendUnavailableError, ConfigError
-from cubeplug.core.storage import ComputeStorage, MemoryProperties
-from cubeplug.hookspecs import hookimpl
+from cubeplug.plugin import (
+    BackendSpec,
+    BackendUnavailableError,
+    ComputeStorage,
+    Config,
+    ConfigError,
+    MemoryProperties,
+    Probe,
+    check_option_keys,
+    hookimpl,
+)
 
 NAME = "webgpu"
 INSTALL_HINT = "pip install 'cubeplug[webgpu]' (wgpu>=0.31,<0.33) and a Vulkan, Metal or D3D12 driver"
@@ -69,13 +75,7 @@ class AdapterChoice:
 def adapter_choice(config: Config | None) -> AdapterChoice:
     """The ``[backends.webgpu]`` options, checked; ConfigError names a bad key or value."""
     options = config.backend_options(NAME) if config is not None else {}
-    for key in options:
-        if key not in _OPTIONS:
-            raise ConfigError(
-                f"unknown option [backends.webgpu] {key}",
-                key=f"backends.webgpu.{key}",
-                allowed=", ".join(_OPTIONS),
-            )
+    check_option_keys(NAME, options, _OPTIONS)
     power = str(options.get("power_preference", "high-performance")).lower()
     if power not in _POWER:
         raise ConfigError(

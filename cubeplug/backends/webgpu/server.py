@@ -2,7 +2,7 @@
 
 A launch resolves its bind group (cached per binding set: page buffers, offsets and sizes), packs
 its scalars and queues a task; nothing reaches wgpu until the stream is flushed, read or synced,
-when :class:`~cubeplug.backends.webgpu.stream.WgpuQueue` encodes the whole batch at once.
+when :class:`~cubeplug.backends.webgpu.queue.WgpuQueue` encodes the whole batch at once.
 Everything that could fail in the encoder is checked when the task is queued, so a bad argument is
 an error at the call that made it and never poisons a batch.
 
@@ -18,25 +18,27 @@ from concurrent.futures import Future
 from typing import Any, NoReturn
 
 from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram
+from cubeplug.backends.webgpu.queue import COPY, DISPATCH, INDIRECT, READ, TIMESTAMP, WRITE, WgpuQueue
+from cubeplug.backends.webgpu.reads import ReadFuture
 from cubeplug.backends.webgpu.storage import WgpuStorage
-from cubeplug.backends.webgpu.stream import (
-    COPY,
-    DISPATCH,
-    INDIRECT,
-    READ,
-    TIMESTAMP,
-    WRITE,
-    ReadFuture,
-    WgpuQueue,
+from cubeplug.plugin import (
+    Compiled,
+    CompileError,
+    ComputeServer,
+    Config,
+    CubeCount,
+    CubeplugError,
+    DeviceInfo,
+    DeviceSetup,
+    ExecutionMode,
+    Handle,
+    Kernel,
+    MemoryProperties,
+    Scheduler,
+    ValidationError,
+    describe,
+    device_setup,
 )
-from cubeplug.core.backend import Capabilities, DeviceInfo
-from cubeplug.core.config import Config
-from cubeplug.core.errors import CompileError, CubeplugError, ValidationError, describe
-from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
-from cubeplug.core.scheduler import Scheduler
-from cubeplug.core.server import Compiled, ComputeServer
-from cubeplug.core.storage import MemoryProperties
 
 #: Bind groups kept per server before the oldest are dropped.
 BIND_GROUP_CACHE = 4096
@@ -48,6 +50,65 @@ def _up4(n: int) -> int:
     return n + (-n) % 4
 
 
+def wgsl_dtypes(features: frozenset[str]) -> set[str]:
+    """The dtypes WGSL kernels can use with the device's ``features`` (f16, f64, 64-bit ints)."""
+    dtypes = {"f32", "i32", "u32"}
+    if "shader-f16" in features:
+        dtypes.add("f16")
+    if "shader-f64" in features:
+        dtypes.add("f64")
+    if "shader-int64" in features:
+        dtypes |= {"i64", "u64"}
+    return dtypes
+
+
+def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:
+    """What the core is told of ``webgpu:device``: its adapter, paging, capabilities (from the
+    device's limits and features) and properties."""
+    import wgpu
+
+    gpu = storage.device
+    limits = dict(gpu.limits)
+    features = frozenset(str(f) for f in gpu.features)
+    adapter = storage.adapter
+    info_dict = dict(adapter.info) if adapter is not None else dict(getattr(gpu, "adapter_info", {}) or {})
+    dtypes = wgsl_dtypes(features)
+    timestamps = "timestamp-query" in features
+    max_groups = int(limits["max-compute-workgroups-per-dimension"])
+    name = str(info_dict.get("device") or "WebGPU adapter")
+    api = str(info_dict.get("backend_type", "?"))
+    driver = f"{api} {info_dict.get('description', '')}, wgpu {wgpu.__version__}".strip()
+    return device_setup(
+        DeviceInfo("webgpu", device, name, vendor=str(info_dict.get("vendor", "")), driver=driver),
+        MemoryProperties(storage.max_page_size, storage.alignment, None),
+        dtypes=dtypes,
+        multi_queue=False,
+        device_timing=timestamps,
+        atomics=True,
+        dynamic_count=True,
+        staging=False,
+        pitched_tensors=False,
+        offset_alignment=storage.alignment,
+        max_cube_dim=(
+            int(limits["max-compute-workgroup-size-x"]),
+            int(limits["max-compute-workgroup-size-y"]),
+            int(limits["max-compute-workgroup-size-z"]),
+        ),
+        max_cube_threads=int(limits["max-compute-invocations-per-workgroup"]),
+        max_cube_count=(max_groups, max_groups, max_groups),
+        properties={
+            "backend_type": api,
+            "adapter_type": info_dict.get("adapter_type", ""),
+            "description": info_dict.get("description", ""),
+            "wgpu_version": wgpu.__version__,
+            "features": sorted(features),
+            "limits": limits,
+            "timestamp_query": timestamps,
+            "shader_f16": "f16" in dtypes,
+        },
+    )
+
+
 class WgpuServer(ComputeServer):
     """Runs ``wgsl`` kernels on one GPUDevice through the single-queue scheduler."""
 
@@ -55,86 +116,22 @@ class WgpuServer(ComputeServer):
     per_stream_memory = False
 
     def __init__(self, storage: WgpuStorage, config: Config | None = None, device: int = 0) -> None:
-        gpu = storage.device
-        limits = dict(gpu.limits)
-        features = frozenset(str(f) for f in gpu.features)
-        adapter = storage.adapter
-        info_dict = (
-            dict(adapter.info) if adapter is not None else dict(getattr(gpu, "adapter_info", {}) or {})
-        )
-        align = storage.alignment
-        props = MemoryProperties(storage.max_page_size, align, None)
-        dtypes = {"f32", "i32", "u32"}
-        if "shader-f16" in features:
-            dtypes.add("f16")
-        if "shader-f64" in features:
-            dtypes.add("f64")
-        if "shader-int64" in features:
-            dtypes |= {"i64", "u64"}
-        timestamps = "timestamp-query" in features
-        max_groups = int(limits["max-compute-workgroups-per-dimension"])
-        caps = Capabilities(
-            dtypes=frozenset(dtypes),
-            multi_queue=False,
-            device_timing=timestamps,
-            fp16="f16" in dtypes,
-            fp64="f64" in dtypes,
-            int64="i64" in dtypes,
-            atomics=True,
-            dynamic_count=True,
-            staging=False,
-            pitched_tensors=False,
-            max_alloc_bytes=storage.max_page_size,
-            offset_alignment=align,
-            max_cube_dim=(
-                int(limits["max-compute-workgroup-size-x"]),
-                int(limits["max-compute-workgroup-size-y"]),
-                int(limits["max-compute-workgroup-size-z"]),
-            ),
-            max_cube_threads=int(limits["max-compute-invocations-per-workgroup"]),
-            max_cube_count=(max_groups, max_groups, max_groups),
-        )
         import wgpu
 
-        name = str(info_dict.get("device") or "WebGPU adapter")
-        api = str(info_dict.get("backend_type", "?"))
-        info = DeviceInfo(
-            "webgpu",
-            device,
-            name,
-            vendor=str(info_dict.get("vendor", "")),
-            driver=f"{api} {info_dict.get('description', '')}, wgpu {wgpu.__version__}".strip(),
-        )
-        properties = {
-            "name": name,
-            "backend_type": api,
-            "adapter_type": info_dict.get("adapter_type", ""),
-            "description": info_dict.get("description", ""),
-            "wgpu_version": wgpu.__version__,
-            "features": sorted(features),
-            "limits": limits,
-            "max_page_size": storage.max_page_size,
-            "alignment": align,
-            "timestamp_query": timestamps,
-            "shader_f16": "f16" in dtypes,
-        }
-        super().__init__(
-            backend="webgpu",
-            info=info,
-            storage=storage,
-            memory_properties=props,
-            capabilities=caps,
-            config=config,
-            properties=properties,
-        )
+        gpu = storage.device
+        setup = describe_device(device, storage)
+        super().__init__(backend="webgpu", storage=storage, config=config, **setup.server_args())
+        caps = setup.capabilities
         self.gpu = gpu
         #: Whether the device was lost (shared with the storage and the queue).
         self.health = storage.health
-        storage.health.name = name
+        storage.health.name = setup.info.name
         self._pages = storage.buffers
-        self._max_groups = max_groups
-        self.compiler = WgslCompiler(gpu, features, int(limits["max-storage-buffers-per-shader-stage"]))
-        self.queue = WgpuQueue(gpu, align, timestamps, self.health)
+        self._max_groups = caps.max_cube_count[0]
+        features = frozenset(str(f) for f in gpu.features)
+        max_bindings = int(gpu.limits["max-storage-buffers-per-shader-stage"])
+        self.compiler = WgslCompiler(gpu, features, max_bindings)
+        self.queue = WgpuQueue(gpu, storage.alignment, caps.device_timing, self.health)
         self.scheduler = Scheduler(
             self.queue.submit,
             max_streams=self.config.streaming.max_streams,
@@ -249,7 +246,7 @@ class WgpuServer(ComputeServer):
         key_list = [program.layout.id]
         try:
             for h in buffers:
-                st = h._memory.storage  # type: ignore[union-attr]
+                st = h.token.storage  # type: ignore[union-attr]
                 key_list += (st.id, st.offset + h.start, h.size)
         except AttributeError:
             for h in buffers:
@@ -274,7 +271,7 @@ class WgpuServer(ComputeServer):
             # The count is within the device's limits: the plans and the general path checked it.
             x, y, z = count.x, count.y, count.z
             # Queued work holds the slice tokens, never the user's handles (which may be dropped).
-            keep = tuple([h._memory for h in buffers])
+            keep = tuple([h.token for h in buffers])
             self.scheduler.register(
                 stream_id, (DISPATCH, program.pipeline, bind_group, block, x, y, z, keep), buffers
             )
@@ -285,7 +282,7 @@ class WgpuServer(ComputeServer):
             raise ValidationError(
                 f"CubeCount.dynamic needs its handle at a 4-byte aligned offset, got offset {handle.start}"
             )
-        keep = (*[h._memory for h in buffers], handle._memory)
+        keep = (*[h.token for h in buffers], handle.token)
         task = (INDIRECT, program.pipeline, bind_group, block, self._pages[st.id], offset, keep)
         self.scheduler.register(stream_id, task, (*buffers, handle))
 
@@ -423,7 +420,7 @@ class WgpuServer(ComputeServer):
         lock on drivers that keep one submission in flight (lavapipe). wgpu-py resolves mappings on
         its per-device poll thread, concurrently with other threads' wgpu calls, and the wait calls
         no wgpu function but a probe for a lost device, so it needs no lock of the backend either
-        (see :mod:`~cubeplug.backends.webgpu.stream`). It raises DeviceLostError if the device goes
+        (see :mod:`~cubeplug.backends.webgpu.reads`). It raises DeviceLostError if the device goes
         meanwhile, then the first asynchronous error.
         """
         self.health.check()

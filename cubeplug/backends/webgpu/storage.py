@@ -12,8 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from cubeplug.backends.webgpu.health import DeviceHealth
-from cubeplug.core.errors import BufferTooBig, OutOfMemoryError, ValidationError
-from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
+from cubeplug.plugin import (
+    BufferTooBig,
+    ComputeStorage,
+    MemoryProperties,
+    OutOfMemoryError,
+    StorageHandle,
+    ValidationError,
+    next_storage_id,
+)
 
 
 def buffer_usage() -> int:

@@ -56,7 +56,7 @@ def cubeplug_compute_storage(backend: str, device: int, config: Any) -> Any:
 
 @hookimpl
 def cubeplug_event_stream_backend(backend: str, device: int, config: Any) -> None:
-    """Native streams and events; None: this backend has one queue (see stream.py)."""
+    """Native streams and events; None: this backend has one queue (see queue.py)."""
     return None
 
 

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from cubeplug.plugin import (
-    Capabilities,
     Compiled,
     ComputeServer,
     CubeCount,
@@ -23,11 +22,12 @@ from cubeplug.plugin import (
     ExecutionMode,
     Handle,
     Kernel,
+    device_setup,
 )
 from cubeplug_template import NAME
 from cubeplug_template.compiler import LaunchInfo, Program, compile_kernel
+from cubeplug_template.queue import ImmediateQueue
 from cubeplug_template.storage import HostStorage, memory_properties
-from cubeplug_template.stream import ImmediateQueue
 
 DTYPES = frozenset({"f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"})
 
@@ -39,26 +39,17 @@ class TemplateServer(ComputeServer):
     per_stream_memory = False
 
     def __init__(self, storage: HostStorage, config: Any = None, device: int = 0) -> None:
-        props = memory_properties()
-        caps = Capabilities(
+        # device_setup derives the fp16/fp64/int64 flags from the dtypes and the largest allocation
+        # from the page size; name what else the device can do (the conformance suite reads it).
+        setup = device_setup(
+            DeviceInfo(NAME, device, "host memory", vendor="template", driver=f"numpy {np.__version__}"),
+            memory_properties(),
             dtypes=DTYPES,
-            fp16=True,
-            fp64=True,
-            int64=True,
             atomics=True,
             dynamic_count=True,
-            max_alloc_bytes=props.max_page_size,
             offset_alignment=1,
         )
-        super().__init__(
-            backend=NAME,
-            info=DeviceInfo(NAME, device, "host memory", vendor="template", driver=f"numpy {np.__version__}"),
-            storage=storage,
-            memory_properties=props,
-            capabilities=caps,
-            config=config,
-            properties={"name": "host memory", "max_page_size": props.max_page_size},
-        )
+        super().__init__(backend=NAME, storage=storage, config=config, **setup.server_args())
         self.queue = ImmediateQueue()
 
     def _view(self, handle: Handle) -> np.ndarray:

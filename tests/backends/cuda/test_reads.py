@@ -1,7 +1,7 @@
 """Downloads of the CUDA backend (issue 6): exact bytes on every path, one host copy, no zero fill.
 
-Three paths: a read of at most ``_READ_CHUNK`` bytes (one pinned block), a staged read split into
-pinned chunks, and a read of more than ``_SNAPSHOT_MIN`` bytes (or ``staging_max_bytes``) copied on
+Three paths: a read of at most ``READ_CHUNK`` bytes (one pinned block), a staged read split into
+pinned chunks, and a read of more than ``SNAPSHOT_MIN`` bytes (or ``staging_max_bytes``) copied on
 the device first and then by the driver straight into its result (what CuPy's ``ndarray.get()``
 does), on the completer thread. The helpers of :mod:`cubeplug.backends.cuda.staging`
 are tested on their own first. Server tests run on the fake runtime and on the GPU (marker ``gpu``)
@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from cubeplug import DeviceLostError, OutOfMemoryError
-from cubeplug.backends.cuda import server as server_module
-from cubeplug.backends.cuda import staging
+from cubeplug.backends.cuda import staging, transfers
 from cubeplug.backends.cuda.staging import (
     MIN_BLOCK,
     Piece,
@@ -36,7 +35,7 @@ from tests.backends.cuda.kernels import ADD_ONE
 
 
 def no_zero_fill(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make ``bytearray(n)`` (a zero-filled buffer) fail in the staging and server modules."""
+    """Make ``bytearray(n)`` (a zero-filled buffer) fail in the staging and transfer modules."""
     filled: list[int] = []
 
     def spy(*args: Any) -> bytearray:
@@ -47,7 +46,7 @@ def no_zero_fill(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(staging, "bytearray", spy, raising=False)
     monkeypatch.setattr(hostmem, "bytearray", spy, raising=False)
-    monkeypatch.setattr(server_module, "bytearray", spy, raising=False)
+    monkeypatch.setattr(transfers, "bytearray", spy, raising=False)
     return filled
 
 
@@ -250,8 +249,8 @@ PATHS = {  # the pinned paths at every size the tests read (no device copy), the
 def path_client(request, make_client, monkeypatch):  # type: ignore[no-untyped-def]
     options, chunk = PATHS[request.param]
     if chunk is not None:
-        monkeypatch.setattr(server_module, "_READ_CHUNK", chunk)
-        monkeypatch.setattr(server_module, "_SNAPSHOT_MIN", 1 << 30)
+        monkeypatch.setattr(transfers, "READ_CHUNK", chunk)
+        monkeypatch.setattr(transfers, "SNAPSHOT_MIN", 1 << 30)
     return make_client(**options)
 
 
@@ -299,8 +298,8 @@ def test_reads_come_after_the_streams_earlier_work(path_client) -> None:  # type
 )
 def test_a_read_allocates_one_host_copy_of_its_bytes(make_client, monkeypatch, options, chunk) -> None:  # type: ignore[no-untyped-def]
     if chunk is not None:  # pinned chunks: the read stays below the device-copy threshold
-        monkeypatch.setattr(server_module, "_READ_CHUNK", chunk)
-        monkeypatch.setattr(server_module, "_SNAPSHOT_MIN", 1 << 30)
+        monkeypatch.setattr(transfers, "READ_CHUNK", chunk)
+        monkeypatch.setattr(transfers, "SNAPSHOT_MIN", 1 << 30)
     client = make_client(**options)
     n = 2 * HUGEPAGE_MIN + 1
     h = client.create(np.ones(n, dtype=np.uint8))
@@ -393,7 +392,7 @@ class _Blocker:
 
 
 def test_staged_reads_go_through_pinned_chunks_with_an_event_each(mode, make_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(server_module, "_READ_CHUNK", 4096)
+    monkeypatch.setattr(transfers, "READ_CHUNK", 4096)
     client = make_client()
     server = client.server
     sizes = [5000, 1, 0, 9000]
@@ -443,7 +442,7 @@ def test_read_async_returns_before_the_device_finished(monkeypatch, make_client,
     if mode != "fake":
         pytest.skip("holds the fake's events back")
     if chunk is not None:
-        monkeypatch.setattr(server_module, "_READ_CHUNK", chunk)
+        monkeypatch.setattr(transfers, "READ_CHUNK", chunk)
     client = make_client()
     server = client.server
     data = np.random.default_rng(10).integers(0, 256, 5000, dtype=np.uint8)
@@ -470,7 +469,7 @@ def test_read_async_returns_before_the_device_finished(monkeypatch, make_client,
 def test_a_failing_copy_is_a_cubeplug_error_and_blocks_go_back(monkeypatch, make_client, mode) -> None:  # type: ignore[no-untyped-def]
     if mode != "fake":
         pytest.skip("injects a CUDA error")
-    monkeypatch.setattr(server_module, "_READ_CHUNK", 4096)
+    monkeypatch.setattr(transfers, "READ_CHUNK", 4096)
     client = make_client()
     server = client.server
     h = client.create(np.zeros(3 * 4096, dtype=np.uint8))

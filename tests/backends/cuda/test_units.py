@@ -18,9 +18,9 @@ from cubeplug.backends.cuda.launch import SLOT_CODES, arg_layout, arrange
 from cubeplug.backends.cuda.layout import optimal_row_align, pitched_rows, pitched_strides
 from cubeplug.backends.cuda.options import CudaOptions, parse_bytes, parse_options
 from cubeplug.backends.cuda.staging import MIN_BLOCK, PinnedBuffer, PinnedPool, size_class
-from cubeplug.backends.cuda.stream import Completer, EventFuture
 from cubeplug.core.hostmem import host_address
 from cubeplug.core.kernel import DTYPES
+from cubeplug.plugin import Completer, EventFuture
 
 
 # ---------------------------------------------------------------------- options

@@ -10,7 +10,8 @@ import pytest
 from cubeplug import BufferTooBig, OutOfMemoryError
 from cubeplug.backends.opencl import storage as storage_mod
 from cubeplug.backends.opencl.devices import device_context
-from cubeplug.backends.opencl.storage import OpenCLStorage, StagingPool
+from cubeplug.backends.opencl.staging import StagingPool
+from cubeplug.backends.opencl.storage import OpenCLStorage
 from cubeplug.core.config import Config
 from tests.backends.opencl.conftest import make_client, requires_opencl
 

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cubeplug.backends.opencl import storage as storage_mod
+from cubeplug.backends.opencl import staging as staging_mod
 from cubeplug.backends.opencl.devices import device_context
-from cubeplug.backends.opencl.storage import StagingPool
+from cubeplug.backends.opencl.staging import StagingPool
 from cubeplug.core.config import Config
 from cubeplug.core.stream import current_stream_id
 from tests.backends.opencl.conftest import requires_opencl
@@ -202,7 +202,7 @@ def test_big_pageable_upload_allocates_no_chunk_as_large(client, monkeypatch) ->
 def test_pageable_upload_straight_on_host_memory_devices(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     staging = client.server.staging
     unified = bool(client.server.ctx.limits["host_unified_memory"])
-    expect = storage_mod.DIRECT_PAGEABLE_MIN if unified else None
+    expect = staging_mod.DIRECT_PAGEABLE_MIN if unified else None
     assert staging.direct_pageable_min == expect
     staging.direct_pageable_min = 1 << 20
     data = _data((1 << 20) + 3, 5)
@@ -268,7 +268,7 @@ def test_reads_above_the_threshold_go_straight_to_host_memory(client, monkeypatc
 
 def test_read_threshold_follows_the_device_memory(client) -> None:  # type: ignore[no-untyped-def]
     unified = bool(client.server.ctx.limits["host_unified_memory"])
-    expect = storage_mod.HOST_READ_STAGING_MAX if unified else storage_mod.READ_STAGING_MAX
+    expect = staging_mod.HOST_READ_STAGING_MAX if unified else staging_mod.READ_STAGING_MAX
     assert client.server.staging.read_max == expect
     size = expect + 1
     data = _data(size, 10)

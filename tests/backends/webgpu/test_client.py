@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cubeplug import Buffer, BufferTooBig, CompileError, CubeCount, Kernel, LaunchError, ValidationError
-from cubeplug.backends.webgpu import stream
+from cubeplug.backends.webgpu import queue as wgpu_queue
 from cubeplug.core.kernel import DTYPES
 from cubeplug.core.stream import current_stream_id
 from tests.backends.sync_stall import assert_sync_does_not_stall
@@ -573,7 +573,7 @@ def test_sync_waits_outside_the_lock_and_still_raises_async_errors(fresh_client)
     server = client.server
     x = client.create(np.zeros(64, np.int32))
     sid = server.stream_id(current_stream_id())
-    bad = (stream.DISPATCH, None, None, None, 1, 1, 1, ())  # a pipeline that is not one: encoding fails
+    bad = (wgpu_queue.DISPATCH, None, None, None, 1, 1, 1, ())  # a pipeline that is not one: encoding fails
     server.scheduler.register(sid, bad)
     with pytest.raises(LaunchError, match="queued tasks failed"):
         client.sync()

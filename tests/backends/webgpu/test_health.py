@@ -112,9 +112,9 @@ def test_a_device_lost_while_a_thread_waits_in_sync_ends_the_wait() -> None:
 
 def test_a_wait_probes_the_device_and_ends_when_it_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     """A mapping that never resolves (wgpu 0.32 after destroy) ends with DeviceLostError, not a hang."""
-    from cubeplug.backends.webgpu import stream
+    from cubeplug.backends.webgpu import reads
 
-    monkeypatch.setattr(stream, "WAIT_STEP", 0.01)
+    monkeypatch.setattr(reads, "WAIT_STEP", 0.01)
 
     class Pending:
         """A promise that never resolves."""
@@ -129,7 +129,7 @@ def test_a_wait_probes_the_device_and_ends_when_it_is_lost(monkeypatch: pytest.M
         health = client.server.health
         health.device.destroy()
         with pytest.raises(DeviceLostError, match="Parent device is lost"):
-            stream.wait_promise(Pending(), health)
+            reads.wait_promise(Pending(), health)
     finally:
         client.close()
 

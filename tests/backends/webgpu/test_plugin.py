@@ -25,7 +25,8 @@ def test_importing_the_backend_does_not_import_wgpu() -> None:
     code = (
         "import sys\n"
         "import cubeplug.backends.webgpu.plugin, cubeplug.backends.webgpu.server\n"
-        "import cubeplug.backends.webgpu.storage, cubeplug.backends.webgpu.stream\n"
+        "import cubeplug.backends.webgpu.storage, cubeplug.backends.webgpu.queue\n"
+        "import cubeplug.backends.webgpu.reads\n"
         "import cubeplug.backends.webgpu.compiler\n"
         "assert 'wgpu' not in sys.modules, 'wgpu was imported'\n"
     )

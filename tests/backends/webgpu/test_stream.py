@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cubeplug import CubeCount, LaunchError
-from cubeplug.backends.webgpu import stream
+from cubeplug.backends.webgpu import queue as wgpu_queue
 from cubeplug.core.stream import current_stream_id
 from tests.backends.webgpu.conftest import requires_webgpu
 from tests.backends.webgpu.kernels import ADD_ONE, FILL, WIDE
@@ -77,7 +77,7 @@ def test_many_indirect_dispatches_in_one_batch(client) -> None:  # type: ignore[
     try:
         counts = client.create(np.array([1, 1, 1], np.uint32))
         x = client.create(np.zeros(64, np.int32))
-        n = stream.INDIRECT_SLOTS + 44
+        n = wgpu_queue.INDIRECT_SLOTS + 44
         for _ in range(n):
             client.launch(ADD_ONE, CubeCount.dynamic(counts), [x], [64])
     finally:
@@ -105,7 +105,7 @@ def test_a_failed_batch_surfaces_at_flush_and_fails_its_reads(fresh_client) -> N
     x = client.create(np.zeros(64, np.int32))
     sid = server.stream_id(current_stream_id())
     # A task whose pipeline is not a pipeline makes encoding fail.
-    server.scheduler.register(sid, (stream.DISPATCH, None, None, None, 1, 1, 1, ()))
+    server.scheduler.register(sid, (wgpu_queue.DISPATCH, None, None, None, 1, 1, 1, ()))
     future = server.read_async([x], sid)
     with pytest.raises(LaunchError):
         future.result(timeout=30)

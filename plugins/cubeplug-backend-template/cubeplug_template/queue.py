@@ -1,10 +1,11 @@
 """The device queue. This backend runs each operation at once, in the caller's thread.
 
-A backend with native streams (CUDA streams, OpenCL command queues) implements
-``cubeplug.plugin.EventStreamBackend`` here and returns it from ``cubeplug_event_stream_backend``; one
-with a single asynchronous queue returns None and orders its virtual streams with
-``cubeplug.plugin.Scheduler``, as the CPU and WebGPU backends do. Running work immediately is the
-simplest correct choice: every operation is complete, in order, when the call returns.
+A backend with one queue per device keeps it in ``queue.py``, as the CPU and WebGPU backends do: its
+hook ``cubeplug_event_stream_backend`` returns None and ``cubeplug.plugin.Scheduler`` orders the
+virtual streams into batches for the queue. A backend with native streams (CUDA streams, OpenCL
+command queues) has a ``stream.py`` instead, implementing ``cubeplug.plugin.EventStreamBackend``
+(returned by that hook). Running work immediately is the simplest correct choice: every operation
+is complete, in order, when the call returns.
 """
 
 from __future__ import annotations

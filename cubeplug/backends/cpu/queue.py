@@ -1,8 +1,9 @@
-"""The CPU "device queue": a worker thread that runs submitted batches in order.
+"""The CPU device queue: a worker thread that runs submitted batches in order.
 
-The CPU backend has one queue, so it returns no EventStreamBackend and orders its virtual streams
-with the core scheduler. Running the work on a thread of its own makes it really asynchronous: a
-missing flush or a wrong cross-stream order shows up as a wrong result, as it would on a GPU.
+The CPU backend has one queue, so it returns no EventStreamBackend (a backend's ``stream.py``) and
+orders its virtual streams with the core scheduler, which hands each stream's batch here. Running
+the work on a thread of its own makes it really asynchronous: a missing flush or a wrong
+cross-stream order shows up as a wrong result, as it would on a GPU.
 """
 
 from __future__ import annotations
