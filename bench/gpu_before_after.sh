@@ -1,4 +1,4 @@
-# Before/after on the GPU machine: a baseline tree in .base/ (here: git archive e9357c7, with its own
+# Before/after on the GPU machine: a baseline tree in .base/ (git archive of the commit before the work, with its own
 # cp312 _fastlaunch module built beside it) and the working tree,
 # alternately, same machine, same call. Writes $OUT/h100-before-after.json and $OUT/bench.log.
 set -u
