@@ -50,6 +50,8 @@ class ComputeClient:
         # ``empty`` is the server's closure over this client's stream lookup and lock: the method
         # below spelled as one frame, which lends a freed slice of the exact size again without the
         # lock (ComputeServer.empty_path says how that is safe). Same behaviour, a third less time.
+        # An instance attribute, not a method that calls the closure: that frame cost 5-6 % per
+        # allocation (paired, 2-core machine: 1651 -> 1748 ns on cpu, 1068 -> 1157 ns on PoCL).
         fast_empty = server.empty_path(self._single, self._lock)
         if fast_empty is not None:
             self.empty = fast_empty  # type: ignore[method-assign,assignment]
