@@ -12,14 +12,12 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from cubeplug.core.errors import ValidationError, describe
-
-if TYPE_CHECKING:
-    from cubeplug.core.handle import Handle
+from cubeplug.core.handle import Handle
 
 #: Every element type cubeplug knows, by its short name.
 DTYPES: dict[str, np.dtype[Any]] = {
@@ -127,6 +125,10 @@ class CubeCount:
     @classmethod
     def dynamic(cls, handle: Handle) -> CubeCount:
         """A count of three u32 (x, y, z) stored on the device in ``handle``."""
+        if not isinstance(handle, Handle):
+            raise ValidationError(
+                f"CubeCount.dynamic takes the Handle holding the three u32 counts, got {describe(handle)}"
+            )
         count = cls(0, 0, 0)
         count.handle = handle
         return count

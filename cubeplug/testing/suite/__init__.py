@@ -15,6 +15,7 @@ import pytest
 
 pytest.register_assert_rewrite(
     "cubeplug.testing.suite.bad_input",
+    "cubeplug.testing.suite.corpus",
     "cubeplug.testing.suite.data",
     "cubeplug.testing.suite.faults",
     "cubeplug.testing.suite.lang",
@@ -34,6 +35,7 @@ from cubeplug.testing.fixtures import (  # noqa: E402
     cubeplug_new_client,
 )
 from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
+from cubeplug.testing.suite.corpus import TestBadInputCorpus  # noqa: E402
 from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
 from cubeplug.testing.suite.faults import TestFork, TestInterrupts  # noqa: E402
 from cubeplug.testing.suite.lang import TestLang, lang_client  # noqa: E402
@@ -52,6 +54,7 @@ from cubeplug.testing.suite.writes import TestWriteCopyFill  # noqa: E402
 
 __all__ = [
     "TestBadInput",
+    "TestBadInputCorpus",
     "TestClientModel",
     "TestClose",
     "TestCompileCache",
