@@ -19,6 +19,7 @@ from cubeplug.core.errors import (
     CubeplugError,
     DeviceLostError,
     LaunchError,
+    MemoryCorruptionError,
     OutOfMemoryError,
     PluginError,
     ValidationError,
@@ -29,12 +30,14 @@ from cubeplug.core.profile import ProfileDuration
 from cubeplug.core.version import __version__
 
 if TYPE_CHECKING:
+    from cubeplug.core.array import Array
     from cubeplug.core.client import ComputeClient
     from cubeplug.core.memory import MemoryUsage
     from cubeplug.registry.plugins import register_backend
-    from cubeplug.registry.selection import Selector, client, parse_selector, use
+    from cubeplug.registry.selection import Selector, client, from_dlpack, parse_selector, use
 
 __all__ = [
+    "Array",
     "BackendUnavailableError",
     "Buffer",
     "BufferTooBig",
@@ -49,6 +52,7 @@ __all__ = [
     "Kernel",
     "KernelId",
     "LaunchError",
+    "MemoryCorruptionError",
     "MemoryUsage",
     "OutOfMemoryError",
     "PluginError",
@@ -59,6 +63,7 @@ __all__ = [
     "ValidationError",
     "__version__",
     "client",
+    "from_dlpack",
     "parse_selector",
     "lang",
     "register_backend",
@@ -68,10 +73,12 @@ __all__ = [
 # Names resolved on first use, so that `import cubeplug` stays cheap (no registry, no client, no
 # numpy-heavy module, no GPU library: bench/bench_import.py measures it).
 _LAZY = {
+    "Array": "cubeplug.core.array",
     "ComputeClient": "cubeplug.core.client",
     "MemoryUsage": "cubeplug.core.memory",
     "client": "cubeplug.registry.selection",
     "use": "cubeplug.registry.selection",
+    "from_dlpack": "cubeplug.registry.selection",
     "parse_selector": "cubeplug.registry.selector",
     "Selector": "cubeplug.registry.selector",
     "register_backend": "cubeplug.registry.plugins",

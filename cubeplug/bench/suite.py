@@ -205,7 +205,8 @@ class BackendBench:
         return out
 
     def transfers(self, size: int) -> dict[str, Any]:
-        """Upload (pageable, staged), download and device copy bandwidth at one size, both sides."""
+        """Upload (pageable, staged), download and device copy bandwidth at one size, both sides
+        (``copy``: ``client.copy``; ``copy_std_kernel``: the ``std.copy`` kernel)."""
         client, raw = self.client, self.raw
         host = np.ones(size // 4, np.float32)
         out: dict[str, Any] = {"bytes": size}
@@ -224,16 +225,21 @@ class BackendBench:
         handle = client.create(host)
         dst = client.empty(size)
         words = size // 4
-        copy_iters = self.calibrate(lambda: std_copy(client, handle, words, out=dst))
+        copy_iters = self.calibrate(lambda: client.copy(handle, dst))
+        std_iters = self.calibrate(lambda: std_copy(client, handle, words, out=dst))
         rows: dict[str, tuple[int, Callable[[], Figure] | None, Callable[[], Figure | None] | None]] = {
             "upload_pageable": (size, lambda: host_time(lambda: client.create(host), iters),
                                 (lambda: raw.upload(host, False, iters, 1)) if raw else None),
             "upload_staged": (size, None, (lambda: raw.upload(host, True, iters, 1)) if raw else None),
             "download_pageable": (size, lambda: host_time(lambda: client.read_one(handle), iters),
                                   (lambda: raw.download(size, False, iters, 1)) if raw else None),
-            "copy": (2 * size, lambda: self.ours(lambda: std_copy(client, handle, words, out=dst),
-                                                copy_iters, 1),
+            # client.copy (the backend's own device copy) against the library's; std.copy, the
+            # compute kernel, beside the same baseline.
+            "copy": (2 * size, lambda: self.ours(lambda: client.copy(handle, dst), copy_iters, 1),
                      (lambda: raw.copy(size, copy_iters, 1)) if raw else None),
+            "copy_std_kernel": (2 * size, lambda: self.ours(lambda: std_copy(client, handle, words, out=dst),
+                                                           std_iters, 1),
+                                (lambda: raw.copy(size, std_iters, 1)) if raw else None),
         }  # fmt: skip
         if client.capabilities.staging:
             stage = client.reserve_staging([size])[0]
@@ -254,7 +260,7 @@ class BackendBench:
             _with_spread(out[name], "ratio_gbps_cubeplug_over_raw", pair, invert=True)
         got = client.to_numpy(dst.offset_end(size - 16), "f32")
         if not np.array_equal(got, host[:4]):
-            raise AssertionError(f"std.copy of {size} B produced {got}, expected {host[:4]}")
+            raise AssertionError(f"client.copy / std.copy of {size} B produced {got}, expected {host[:4]}")
         out["download_staged"] = {
             "cubeplug_gbps": None,
             "note": "the client API reads into fresh host memory",

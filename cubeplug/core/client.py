@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from cubeplug.core.array import Array, host_source
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
 from cubeplug.core.errors import DeviceLostError, ForkedClientError, ValidationError, describe
-from cubeplug.core.handle import Handle, Tensor
+from cubeplug.core.handle import Handle, Tensor, check_shape
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
@@ -150,6 +151,66 @@ class ComputeClient:
         with self._lock:
             return self._server.create_tensor(array, sid)
 
+    def empty_array(self, shape: Iterable[int] | int, dtype: Any) -> Array:
+        """An :class:`~cubeplug.Array` of uninitialised memory, C-contiguous."""
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        dims = check_shape(dims)
+        dt = DTYPES[dtype_of(dtype)]
+        nbytes = dt.itemsize
+        for d in dims:
+            nbytes *= d
+        return Array(self, self.empty(nbytes), dt, dims)
+
+    def asarray(self, obj: Any, dtype: Any = None) -> Array:
+        """``obj`` as an :class:`~cubeplug.Array` of this client.
+
+        An Array of this client is returned as is (a copy when ``dtype`` differs), one of another
+        client copied here; a Handle (with ``dtype``) or a Tensor is wrapped without a copy; device
+        memory (``__cuda_array_interface__``, a GPU ``__dlpack__``) is taken where the backend can
+        (zero copy where it can wrap it); anything in host memory (numpy, a CPU ``__dlpack__``
+        object, lists of numbers) is copied to the device.
+        """
+        if isinstance(obj, Array):
+            arr: Array = obj
+            if arr.client is not self:
+                moved = arr if arr.is_contiguous else arr.copy()
+                arr = Array(self, arr.client.to_client(moved.handle, self), moved.dtype, moved.shape)
+            if dtype is None or DTYPES[dtype_of(dtype)] == arr.dtype:
+                return arr
+            return self.asarray(arr.numpy().astype(DTYPES[dtype_of(dtype)]))
+        if type(obj) is Handle:
+            if dtype is None:
+                raise ValidationError(
+                    "asarray of a Handle needs its dtype: client.asarray(handle, dtype) wraps it "
+                    "without a copy"
+                )
+            self._server.check_handle(obj)
+            return Array(self, obj, dtype)
+        if isinstance(obj, Tensor):
+            self._server.check_handle(obj.handle, "the tensor's handle")
+            if dtype is not None and DTYPES[dtype_of(dtype)] != obj.dtype:
+                raise ValidationError(
+                    f"asarray wraps a Tensor without a copy, as {obj.dtype}; read it with "
+                    f"client.read_tensor(t) to convert it to {dtype}"
+                )
+            return Array(self, obj.handle, obj.dtype, obj.shape, obj.strides)
+        host = host_source(obj, dtype)
+        if host is None:
+            sid = self._sid()
+            with self._lock:
+                tensor = self._server.import_device_array(obj, sid)
+            if tensor is None:
+                raise ValidationError(
+                    f"this {self.backend} client cannot take device memory of {describe(obj)}; copy "
+                    f"it to the host first (cupy: .get(), torch: .cpu()) and pass that"
+                )
+            out = Array(self, tensor.handle, tensor.dtype, tensor.shape, tensor.strides)
+            if dtype is not None and DTYPES[dtype_of(dtype)] != out.dtype:
+                return self.asarray(out.numpy(), dtype)
+            return out
+        shape = tuple(int(d) for d in host.shape)
+        return Array(self, self.create(host), host.dtype, shape)
+
     def memory_usage(self) -> MemoryUsage:
         """Allocations, bytes in use, padding and bytes reserved from the device."""
         with self._lock:
@@ -272,11 +333,12 @@ class ComputeClient:
         if all_streams:
             with self._lock:
                 self._server.sync_all()
-            return
-        with self._lock:
-            wait = self._server.sync_begin(sid)
-        if wait is not None:
-            wait()  # outside the lock: other threads keep launching meanwhile
+        else:
+            with self._lock:
+                wait = self._server.sync_begin(sid)
+            if wait is not None:
+                wait()  # outside the lock: other threads keep launching meanwhile
+        self._server.check_red_zones(sid)  # the checked-memory mode (``[memory] guard``) only
 
     @contextlib.contextmanager
     def stream(self) -> Iterator[int]:

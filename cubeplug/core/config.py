@@ -13,10 +13,12 @@ from typing import Any
 
 @dataclass
 class MemoryConfig:
-    """``[memory]``: persistent_memory (enabled / disabled / enforced) and limit (bytes, "80%" or None)."""
+    """``[memory]``: persistent_memory (enabled / disabled / enforced), limit (bytes, "80%" or None)
+    and guard (red zones around every allocation, checked at each sync: core/memory/guard.py)."""
 
     persistent_memory: str = "enabled"
     limit: int | str | None = None
+    guard: bool = False
 
 
 @dataclass

@@ -167,6 +167,18 @@ class WorkDroppedError(LaunchError):
     flush, sync or read, so the loss is never silent."""
 
 
+class MemoryCorruptionError(LaunchError):
+    """A kernel wrote outside its buffer: a red zone of the checked-memory mode (``[memory] guard``)
+    was overwritten. The message names the allocation and the kernels launched since the last check."""
+
+    def __init__(self, message: str, *, nbytes: int = 0, kernels: tuple[str, ...] = ()) -> None:
+        #: The size of the (first) allocation whose zone was overwritten.
+        self.nbytes = nbytes
+        #: The kernels launched since the last check, the latest last.
+        self.kernels = kernels
+        super().__init__(message)
+
+
 class ForkedClientError(CubeplugError):
     """A client was used in a child process after ``fork``: its device, threads and locks belong to
     the parent. Create a new client in the child, or start children with the "spawn" method."""

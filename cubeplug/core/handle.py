@@ -113,6 +113,13 @@ class Handle:
     def __exit__(self, *exc: object) -> None:
         self.drop()
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        raise ValidationError(
+            "a Handle is untyped device memory, which numpy cannot read; use "
+            "client.to_numpy(handle, dtype) for its contents, or client.asarray(handle, dtype) for "
+            "a cubeplug.Array (which numpy.asarray reads)"
+        )
+
     def __repr__(self) -> str:
         state = "dropped" if self.token is None else f"{self.size} B"
         offs = f", start={self.start}, end={self.end}" if self.start or self.end else ""
@@ -157,6 +164,13 @@ class Tensor:
     def is_contiguous(self) -> bool:
         """True when the strides are C-contiguous (no row padding)."""
         return self.strides == contiguous_strides(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        raise ValidationError(
+            "a Tensor lives in device memory, which numpy cannot read directly; use "
+            "client.read_tensor(tensor), or client.asarray(tensor) for a cubeplug.Array (which "
+            "numpy.asarray reads)"
+        )
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

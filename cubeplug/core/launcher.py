@@ -25,10 +25,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from cubeplug.core.array import Array
 from cubeplug.core.backend import Capabilities
 from cubeplug.core.errors import ValidationError, describe
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
+from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel
+from cubeplug.core.memory.guard import RedZones
 from cubeplug.core.plans import Plan, QueueCode, make_plan
 from cubeplug.core.profile import ProfileDuration, ProfileLog
 from cubeplug.core.stream import current_stream_id, thread_streams
@@ -51,6 +53,8 @@ class LaunchingServer(Protocol):
 
     backend: str
     capabilities: Capabilities
+    #: The checked-memory mode's red zones, or None (launches are then recorded one by one).
+    red_zones: RedZones | None
 
     def stream_id(self, current: int) -> int: ...
     def compile_kernel(self, kernel: Kernel, mode: ExecutionMode) -> Compiled: ...
@@ -95,10 +99,12 @@ class Launcher:
         self.unchecked_plans: dict[Kernel, Plan] = {}
         #: What each plan launches: the kernel compiled in the plan's mode.
         self.compiled: dict[tuple[Kernel, ExecutionMode], Compiled] = {}
-        # Profiled launches take the general path: no plans then (the level is fixed for life).
-        profiling = settings.profile is not None
-        self._plans = {} if profiling else self.plans(settings.mode is _CHECKED)
-        self._unchecked = {} if profiling else self.unchecked_plans
+        # Profiled launches, and those of the checked-memory mode (each one is recorded), take the
+        # first-launch path every time: no plans then (both are fixed for the client's life).
+        self._zones = server.red_zones
+        one_by_one = settings.profile is not None or self._zones is not None
+        self._plans = {} if one_by_one else self.plans(settings.mode is _CHECKED)
+        self._unchecked = {} if one_by_one else self.unchecked_plans
 
     def plans(self, checked: bool) -> dict[Kernel, Plan]:
         """The plans of one mode, by kernel (a dict the launcher fills: read it, never write it)."""
@@ -182,6 +188,8 @@ class Launcher:
         if not isinstance(kernel, Kernel):  # also keeps an unhashable value out of the dicts
             raise ValidationError(f"launch takes a cubeplug.Kernel, got {type(kernel).__name__}")
         check_arguments(kernel, buffers, scalars)
+        if self._zones is not None:
+            self._zones.launched(kernel.name)
         profile = self.settings.profile
         with self.settings.lock:
             plan = self.plan(kernel, mode)
@@ -258,6 +266,7 @@ def launch_general(
     """A checked launch with every check in full: ValidationError saying what is wrong, else queued.
     (The server is an argument, not captured by the plans: a server caching them is in no cycle.)"""
     check_arguments(kernel, buffers, scalars)
+    buffers = unwrap_arrays(kernel, buffers, checked=True)
     check_buffers(server, kernel, buffers)
     if count.handle is not None:
         check_dynamic(server, count.handle)
@@ -277,6 +286,7 @@ def launch_unchecked_general(
     """An unchecked launch the plan does not take inline: queued as given (once buffers and scalars
     are known to be lists: ``None`` is no empty list)."""
     check_arguments(kernel, buffers, scalars)
+    buffers = unwrap_arrays(kernel, buffers)
     execute_unless_empty(server, stream_id, compiled, count, buffers, scalars)
 
 
@@ -324,6 +334,33 @@ def check_arguments(kernel: Kernel, buffers: Any, scalars: Any) -> None:
                 f"kernel {kernel.name!r}: {what} must be a list of {items}, got {describe(value)}; "
                 f"pass [] when the kernel takes none"
             )
+
+
+def unwrap_arrays(kernel: Kernel, buffers: Sequence[Any], checked: bool = False) -> Sequence[Any]:
+    """``buffers`` with each :class:`~cubeplug.Array` replaced by its handle (the plans take only
+    plain Handles, so Arrays reach this general path); ValidationError for a non-contiguous one,
+    and (``checked``) for one whose dtype is not its parameter's."""
+    if not any(type(b) is Array for b in buffers):
+        return buffers
+    params = kernel.buffer_params
+    out: list[Any] = []
+    for i, b in enumerate(buffers):
+        if type(b) is Array:
+            name = params[i].name if i < len(params) else str(i)
+            if checked and i < len(params) and DTYPES[params[i].dtype] != b.dtype:
+                raise ValidationError(
+                    f"kernel {kernel.name!r}: buffer {name!r} takes {params[i].dtype}, got an Array "
+                    f"of {b.dtype}; convert it with client.asarray(array, {params[i].dtype!r})"
+                )
+            if not b.is_contiguous:
+                raise ValidationError(
+                    f"kernel {kernel.name!r}: buffer {name!r} is a non-contiguous Array view "
+                    f"(shape {b.shape}, strides {b.strides}); a buffer is linear memory: pass "
+                    f"view.copy() (contiguous), or take it as a Tensor parameter in cubeplug.lang"
+                )
+            b = b.handle
+        out.append(b)
+    return out
 
 
 def check_buffers(server: LaunchingServer, kernel: Kernel, buffers: Sequence[Handle]) -> None:

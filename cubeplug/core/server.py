@@ -45,6 +45,7 @@ from cubeplug.core.memory import (
     PoolReport,
     SliceToken,
 )
+from cubeplug.core.memory.guard import RedZones
 from cubeplug.core.plans import QueueCode
 from cubeplug.core.profile import ProfileDuration, ProfileToken
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
@@ -103,6 +104,8 @@ class ComputeServer(ABC):
         )
         self._mm_shared = None if self.per_stream_memory else self._new_memory(persistent)
         self._mm_slots, self._mm_count = self._memories.slots, self._memories.max_streams
+        #: The checked-memory mode's red zones (``[memory] guard``); None when it is off.
+        self.red_zones = RedZones(capabilities.offset_alignment) if self.config.memory.guard else None
 
     @property
     def client(self) -> Any:
@@ -160,7 +163,17 @@ class ComputeServer(ABC):
         if type(nbytes) is not int or nbytes < 0:
             nbytes = _byte_count(nbytes)
         mm = self._mm_shared or self._mm_slots[stream_id % self._mm_count] or self._memories.get(stream_id)
-        return Handle(mm.reserve(nbytes, stream_id), self, nbytes, stream_id)
+        zones = self.red_zones
+        if zones is None:
+            return Handle(mm.reserve(nbytes, stream_id), self, nbytes, stream_id)
+        raw = Handle(mm.reserve(nbytes + zones.extra(), stream_id), self, nbytes + zones.extra(), stream_id)
+        return zones.arm(self, raw, nbytes, stream_id)
+
+    def check_red_zones(self, stream_id: int) -> None:
+        """In the checked-memory mode, MemoryCorruptionError when a kernel wrote into a red zone
+        (the client calls it after each sync); nothing otherwise."""
+        if self.red_zones is not None:
+            self.red_zones.check(self, stream_id)
 
     def empty_path(self, single: bool, lock: Any) -> Callable[[int], Handle] | None:
         """The client's ``empty(nbytes)``: a freed slice of the exact size lent again without the
@@ -175,7 +188,7 @@ class ComputeServer(ABC):
         (a count lost to a race only delays one check). None when the server's class overrides
         :meth:`empty`: the client then calls that under the lock every time.
         """
-        if type(self).empty is not ComputeServer.empty:
+        if type(self).empty is not ComputeServer.empty or self.red_zones is not None:
             return None
         acquire, release, general = lock.acquire, lock.release, self.empty
         me: Any = self
@@ -421,6 +434,19 @@ class ComputeServer(ABC):
             f"{self.backend} has no zero-copy native array view; use client.to_numpy(handle, dtype) instead"
         )
 
+    def dlpack_device(self) -> tuple[int, int] | None:
+        """The DLPack ``(device type, device id)`` of this server's memory, or None (the default)
+        where DLPack has no device type that a consumer takes (an Array then has no ``__dlpack__``).
+        A backend that answers also gives, from :meth:`as_native`, an array with ``__dlpack__``."""
+        return None
+
+    def import_device_array(self, obj: Any, stream_id: int) -> Tensor | None:
+        """A tensor over device memory that ``obj`` exposes (``__cuda_array_interface__``, or a
+        ``__dlpack__`` of a non-CPU device), for ``client.asarray``: zero copy where the backend
+        can wrap foreign memory, else a device-side copy. None (the default) when this backend
+        cannot take it; ``asarray`` then asks the user to copy it to the host first."""
+        return None
+
     def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
         """A device-side copy of ``handle`` on ``other`` (peer copies); None to go through the host."""
         return None
@@ -438,7 +464,11 @@ class ComputeServer(ABC):
             self.write(stream_id, handle, view)
 
     def copy_into(self, src: Any, dst: Any, stream_id: int) -> None:
-        """Check both handles (the same size), then :meth:`copy` ``src`` into ``dst``."""
+        """Check both handles (the same size), then :meth:`copy` ``src`` into ``dst`` on the device.
+
+        Views of one allocation may be copied into each other when their bytes do not overlap;
+        overlapping ranges are refused with ValidationError (a copy of a range onto itself does
+        nothing)."""
         src = self.check_handle(src, "source handle")
         dst = self.check_handle(dst, "destination handle")
         if src.size != dst.size:
@@ -446,13 +476,27 @@ class ComputeServer(ABC):
                 f"copy: a source of {src.size} B into a destination of {dst.size} B; the sizes must "
                 f"match (copy part of a handle through views: offset_start(n) / offset_end(n))"
             )
-        if src.size:
-            self.copy(stream_id, src, dst)
+        if not src.size:
+            return
+        rs, rd = src.memory().storage, dst.memory().storage
+        if rs.id == rd.id:
+            s0, d0 = rs.offset + src.start, rd.offset + dst.start
+            if s0 == d0:
+                return  # the same bytes: nothing to copy (the queue order is kept by the ranges' own work)
+            if s0 < d0 + src.size and d0 < s0 + src.size:
+                # The native copies (cudaMemcpyAsync, clEnqueueCopyBuffer, copy_buffer_to_buffer)
+                # leave overlapping ranges undefined or refuse them: refused alike on every backend.
+                raise ValidationError(
+                    f"copy: the source and destination overlap ({src.size} B each, {abs(d0 - s0)} B "
+                    f"apart in one allocation); copy through a separate handle"
+                )
+        self.copy(stream_id, src, dst)
 
     def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
-        """Queue ``handle`` filled with repetitions of ``pattern`` (one element's bytes; the handle's
-        size is a multiple of it). The default writes the repeated pattern from the host; backends
-        with a fill command override it."""
+        """Queue ``handle`` filled with repetitions of ``pattern`` (one element's bytes, 1 to 8 of
+        them; the handle's size is a multiple of it), ordered like any other work on the stream. The
+        default writes the repeated pattern from the host; the built-in backends override it with
+        their device's fill command (see each backend's ``fill``)."""
         self.write(stream_id, handle, memoryview(pattern * (handle.size // len(pattern))))
 
     def fill_with(self, handle: Any, value: Any, dtype: Any, stream_id: int) -> None:

@@ -257,6 +257,11 @@ class MultiStream(Generic[S, E]):
             lambda: StreamState(backend.create_stream()), max_streams, specials=1
         )
         self.gc: GcThread[E] = GcThread(backend)
+        #: Pinned memory of operations being queued, by ``id`` of the analysis' list: held from
+        #: :meth:`enter` until :meth:`pin` hands it to the GC thread with an event. An operation
+        #: interrupted between its queueing and its pin (a KeyboardInterrupt lands between any two
+        #: bytecodes) so keeps its memory until :meth:`sync_all`, never releasing it under the device.
+        self.held: dict[int, list[Any]] = {}
         # A collected MultiStream stops its GC thread (after the tasks already registered).
         self._finalizer = weakref.finalize(self, self.gc.close)
 
@@ -294,6 +299,8 @@ class MultiStream(Generic[S, E]):
                 # ordering against this stream: keep it reserved until this stream's work is done.
                 if analysis is None:
                     analysis = SharedBindingAnalysis()
+                if not analysis.pinned:
+                    self.held[id(analysis.pinned)] = analysis.pinned
                 analysis.pinned.append(token)
             if last < 0:
                 continue
@@ -324,6 +331,7 @@ class MultiStream(Generic[S, E]):
         # The native streams travel with the pinned memory: a driver must not see a queue released
         # (its server collected) while the GC thread still waits on one of its events.
         self.gc.register(event, (analysis.pinned, gc_stream, stream))
+        self.held.pop(id(analysis.pinned), None)
 
     def update_shared_bindings(
         self, stream_id: int, bindings: Iterable[Binding]
@@ -352,4 +360,5 @@ class MultiStream(Generic[S, E]):
         """Block until the work of every stream completed and pinned memory was released."""
         for _, state in list(self.streams.created()):
             self.backend.wait_event_sync(self.backend.flush(state.stream))
+        self.held.clear()  # every stream is idle: what an interrupted operation held is free
         self.gc.drain()

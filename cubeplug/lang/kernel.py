@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cubeplug.core.errors import CompileError, ValidationError
 from cubeplug.lang.compile import Specialized, pick_dialect, specialize
 from cubeplug.lang.errors import KernelError, NotInKernelError
-from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source
+from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source, unwrap_arrays
 from cubeplug.lang.printer import print_kernel
 from cubeplug.lang.source import Captured, capture
 
@@ -128,6 +128,7 @@ class LangKernel:
         params = tuple(self.captured.tree.args.args[i].arg for i in self._positional())
         namespace: dict[str, Any] = {
             "cl__state": state, "cl__NO": _MISSING, "cl__bad": bad_argument, "cl__tensor": bad_tensor,
+            "cl__unwrap": unwrap_arrays,
             "cl__slow": functools.partial(self._slow, checked),
         }
         code = dispatcher_source(self.__name__, params, spec, checked)
@@ -189,6 +190,7 @@ class LangKernel:
             "kernel": spec.kernel,
             "cl__bad": bad_argument,
             "cl__tensor": bad_tensor,
+            "cl__unwrap": unwrap_arrays,
         }
         exec(compile(launcher_source(self.__name__, spec, checked), f"<launcher {self.__name__}>", "exec"),
              namespace)

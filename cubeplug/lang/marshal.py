@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cubeplug.core.array import Array
 from cubeplug.core.errors import ValidationError
 from cubeplug.lang.compile import Specialized
 
@@ -21,8 +22,9 @@ from cubeplug.lang.compile import Specialized
 def bad_argument(e: Exception) -> None:
     """``cl__bad``: the ValidationError for an argument of the wrong kind."""
     raise ValidationError(
-        f"an Array argument must be a cubeplug Handle, a Tensor argument a cubeplug.Tensor with the "
-        f"dimensions the kernel uses ({type(e).__name__}: {e})"
+        f"an Array argument must be a cubeplug Handle or a contiguous cubeplug.Array, a Tensor "
+        f"argument a cubeplug.Tensor or cubeplug.Array with the dimensions the kernel uses "
+        f"({type(e).__name__}: {e})"
     ) from e
 
 
@@ -34,6 +36,29 @@ def bad_tensor(t: Any, rank: int | None, dtype: str, name: str) -> None:
             f"shape {tuple(t.shape)}"
         )
     raise ValidationError(f"Tensor argument {name!r} must hold {dtype}, got {t.dtype}")
+
+
+def unwrap_arrays(e: Exception, args: tuple[Any, ...], positions: tuple[int, ...],
+                  checked: bool) -> tuple[Any, ...]:
+    """``cl__unwrap``: when the marshalling failed on a :class:`~cubeplug.Array` given for an array
+    parameter, the arguments with those Arrays replaced by their handles (the launcher then runs
+    again); else the error (a ValidationError when checked). Only reached after a failure: a launch
+    of plain handles never calls it."""
+    if not any(type(args[i]) is Array for i in positions):
+        if checked:
+            bad_argument(e)
+        raise e
+    out = list(args)
+    for i in positions:
+        a = args[i]
+        if type(a) is Array:
+            if not a.is_contiguous:
+                raise ValidationError(
+                    f"an Array argument takes contiguous memory; this view has shape {a.shape} and "
+                    f"strides {a.strides}: pass view.copy(), or declare the parameter as a Tensor"
+                ) from e
+            out[i] = a.handle
+    return tuple(out)
 
 
 def _split(names: Sequence[str], spec: Specialized, checked: bool) -> tuple[list[str], list[str], list[str]]:
@@ -79,13 +104,25 @@ def _split(names: Sequence[str], spec: Specialized, checked: bool) -> tuple[list
     return prep, bufs, scal
 
 
-def _guarded(prep: list[str], checked: bool, indent: str) -> list[str]:
+def _guarded(prep: list[str], checked: bool, indent: str, retry: str = "") -> list[str]:
+    """The preparing lines in a ``try`` (free until raised) whose handler runs ``retry`` (the launch
+    again with Arrays unwrapped, :func:`unwrap_arrays`), or reports the bad argument."""
     if not prep:
         return []
-    if not checked:
+    if not checked and not retry:
         return [indent + line for line in prep]
+    handler = retry or "cl__bad(e)"
     return [f"{indent}try:", *(f"{indent}    {line}" for line in prep),
-            f"{indent}except (AttributeError, IndexError, TypeError) as e:", f"{indent}    cl__bad(e)"]
+            f"{indent}except (AttributeError, IndexError, TypeError) as e:", f"{indent}    {handler}"]
+
+
+def _retry(call: str, names: Sequence[str], spec: Specialized, checked: bool) -> str:
+    """The handler line that launches again with the Arrays of array parameters unwrapped."""
+    positions = tuple(i for i, kind in enumerate(spec.args) if kind == "array")
+    if not positions:
+        return ""
+    args = ", ".join(names) + ("," if len(names) == 1 else "")
+    return f"return {call}*cl__unwrap(e, ({args}), {positions!r}, {checked}))"
 
 
 def launcher_source(name: str, spec: Specialized, checked: bool) -> str:
@@ -94,7 +131,8 @@ def launcher_source(name: str, spec: Specialized, checked: bool) -> str:
     ``client_launch(kernel, ...)`` (no per-launch lowering, hashing or loops)."""
     names = [f"a{i}" for i in range(len(spec.args))]
     prep, bufs, scal = _split(names, spec, checked)
-    lines = [f"def {name}_launch({', '.join(['count', *names])}):", *_guarded(prep, checked, "    "),
+    retry = _retry(f"{name}_launch(count, ", names, spec, checked)
+    lines = [f"def {name}_launch({', '.join(['count', *names])}):", *_guarded(prep, checked, "    ", retry),
              f"    client_launch(kernel, count, [{', '.join(bufs)}], [{', '.join(scal)}])"]
     return "\n".join(lines) + "\n"
 
@@ -114,7 +152,8 @@ def dispatcher_source(name: str, params: tuple[str, ...], spec: Specialized, che
         f"def {name}_launch({sig}):",
         "    cl__s = cl__state[0]",
         f"    if cl__client is cl__s[0] and cl__dim == cl__s[1] and not cl__comptime and not cl__more{last}:",
-        *_guarded(prep, checked, "        "),
+        *_guarded(prep, checked, "        ",
+                  _retry(f"{name}_launch(cl__client, cl__count, cl__dim, ", params, spec, checked)),
         f"        cl__s[2](cl__s[3], cl__count, [{', '.join(bufs)}], [{', '.join(scal)}])",
         "        return",
     ]

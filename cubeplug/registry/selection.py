@@ -23,9 +23,10 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cubeplug.core.array import Array
 from cubeplug.core.client import ComputeClient
 from cubeplug.core.config import EffectiveConfig
-from cubeplug.core.errors import BackendUnavailableError, ConfigError
+from cubeplug.core.errors import BackendUnavailableError, ConfigError, ValidationError
 from cubeplug.registry import plugins, settings
 from cubeplug.registry.plugins import PluginRegistry
 from cubeplug.registry.selector import Selector, parse_selector
@@ -224,6 +225,45 @@ def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeC
         made = reg.build_client(selection.backend, selection.device, config.config)
         _clients[key] = made
         return made
+
+
+#: DLPack device types that a built-in backend takes: kDLCPU, kDLCUDA (and kDLCUDAHost, pinned
+#: host memory, which the cpu backend reads).
+_DLPACK_BACKENDS = {1: "cpu", 2: "cuda", 3: "cpu"}
+
+
+#: :func:`client`, under a name that :func:`from_dlpack`'s ``client`` argument does not hide.
+_client_of = client
+
+
+def from_dlpack(obj: Any, client: ComputeClient | None = None) -> Array:
+    """``obj`` (anything with ``__dlpack__``, e.g. a numpy array, a CuPy array or a torch tensor)
+    as a :class:`~cubeplug.Array`, on ``client`` or, by default, on the client of the object's
+    device (the cpu backend for host memory, ``cuda:<id>`` for CUDA memory). Zero copy where the
+    backend can take the memory (see ``ComputeClient.asarray``), a copy otherwise."""
+    if client is None:
+        if isinstance(obj, Array):
+            return obj
+        device = getattr(obj, "__dlpack_device__", None)
+        if device is None or not hasattr(obj, "__dlpack__"):
+            raise ValidationError(
+                f"from_dlpack takes an object with __dlpack__ and __dlpack_device__, got "
+                f"{type(obj).__name__}; for other data use client.asarray(obj)"
+            )
+        kind, index = device()
+        name = _DLPACK_BACKENDS.get(int(kind))
+        if name is None:
+            raise ValidationError(
+                f"no cubeplug backend takes DLPack device type {kind}; copy the data to the host "
+                f"and pass that (or pass client= explicitly)"
+            )
+        client = _client_of(name if name == "cpu" else f"{name}:{int(index)}")
+    elif not hasattr(obj, "__dlpack__") and not isinstance(obj, Array):
+        raise ValidationError(
+            f"from_dlpack takes an object with __dlpack__, got {type(obj).__name__}; for other data "
+            f"use client.asarray(obj)"
+        )
+    return client.asarray(obj)
 
 
 def clients() -> list[ComputeClient]:

@@ -171,6 +171,7 @@ SCHEMA: dict[str, dict[str, _Key]] = {
     "memory": {
         "persistent_memory": _Key(_choice("enabled", "disabled", "enforced"), "enabled, disabled, enforced"),
         "limit": _Key(_limit, 'bytes (int), a size ("512MiB", "2GB"), a share ("80%") or "none"'),
+        "guard": _Key(_bool, "true, false"),
     },
     "streaming": {
         "max_streams": _Key(_stream_count, f"a positive integer up to {MAX_STREAMS}"),

@@ -177,6 +177,7 @@ def test_missing_capabilities_skip_with_their_names(tmp_path: Path) -> None:
         "backend lacks max_alloc_bytes",
         "backend lacks device_timing",
         "backend lacks pitched_tensors",
+        "backend lacks offset_alignment",
         *(f"backend lacks {d}" for d in ("f16", "f64", "i8", "i16", "i64", "u8", "u16", "u64", "bool")),
     }, out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -147,14 +148,16 @@ def test_pick_dialect() -> None:
         k.pick_dialect(("python",), "cpu")
 
 
-def test_cube_count() -> None:
+def test_cube_count(cpu_client: Any) -> None:
     assert CubeCount(3).as_tuple() == (3, 1, 1)
     assert CubeCount(0).is_empty and CubeCount(2, 0).is_empty and not CubeCount(1).is_empty
     for bad in (-1, 1.5, True, 2**32):
         with pytest.raises(ValidationError):
             CubeCount(bad)  # type: ignore[arg-type]
-    dyn = CubeCount.dynamic(object())  # type: ignore[arg-type]
+    dyn = CubeCount.dynamic(cpu_client.create(np.ones(3, np.uint32)))
     assert dyn.is_dynamic and not dyn.is_empty
+    with pytest.raises(ValidationError, match="Handle"):
+        CubeCount.dynamic(object())  # type: ignore[arg-type]
 
 
 def test_compile_cache_compiles_each_key_once_under_contention() -> None:

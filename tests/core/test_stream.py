@@ -69,10 +69,6 @@ class FakeBinding:
     token: Token
     stream: int  # the stream whose pools own the memory
 
-    @property
-    def _memory(self) -> Token:
-        return self.token
-
 
 def binding(stream: int, name: str = "") -> FakeBinding:
     return FakeBinding(Token(name or f"s{stream}", stream), stream)
@@ -187,6 +183,33 @@ def test_pinned_memory_released_after_event() -> None:
     ms.gc.drain()
     gc.collect()
     assert ref() is None
+
+
+def test_memory_pinned_by_an_interrupted_operation_is_held_until_every_stream_synced() -> None:
+    import gc
+    import weakref
+
+    ms = MultiStream(RecordingBackend(), MAX_STREAMS)
+    ms.resolve(2)
+    b = binding(2)
+    ref = weakref.ref(b.token)
+    state, analysis = ms.enter(1, [b])  # queued... and interrupted before ms.pin
+    assert analysis is not None and analysis.pinned == [b.token]
+    del b, state, analysis
+    gc.collect()
+    assert ref() is not None, "the memory may still be in use by the queued work"
+    ms.sync_all()
+    gc.collect()
+    assert ref() is None and not ms.held
+
+
+def test_a_pin_hands_the_held_memory_to_the_gc_thread() -> None:
+    ms = MultiStream(RecordingBackend(), MAX_STREAMS)
+    ms.resolve(2)
+    b = binding(2)
+    with ms.resolve(1, [b]):
+        assert len(ms.held) == 1
+    assert not ms.held  # now held by the GC thread until the event completes
 
 
 def test_stream_pool_slots_wrap() -> None:

@@ -113,6 +113,14 @@ class CpuServer(ComputeServer):
     def _run_copy(self, src: Binding, dst: Binding) -> None:
         self._view(dst)[:] = self._view(src)
 
+    def _run_fill(self, binding: Binding, pattern: bytes) -> None:
+        view = self._view(binding)
+        width = len(pattern)
+        if width in (1, 2, 4, 8):  # numpy's fill of the region seen as width-byte words
+            view.view(f"u{width}")[:] = np.frombuffer(pattern, f"u{width}")[0]
+        else:
+            view[:] = np.frombuffer(pattern * (view.nbytes // width), dtype=np.uint8)
+
     # ------------------------------------------------------------------ primitives
     def compile(self, kernel: Kernel, dialect: str, mode: ExecutionMode) -> PythonProgram:
         """Compile a ``python``-dialect source."""
@@ -139,12 +147,17 @@ class CpuServer(ComputeServer):
             task = (self._run_kernel, (compiled.program, count, bindings, scalars, None))
             self.scheduler.register(stream_id, task, buffers)
 
+    def dlpack_device(self) -> tuple[int, int]:
+        """kDLCPU: an Array exports a host copy (pooled memory is lent again once its handle goes,
+        which a DLPack consumer could not see)."""
+        return (1, 0)
+
     def create(self, data: Any, stream_id: int) -> Handle:
         """Fresh memory has no queued work on it, so the copy happens now, with no snapshot."""
         view = self.as_bytes(data)
         handle = self.empty(view.nbytes, stream_id)
         if view.nbytes:
-            self._view((handle.memory(), 0, view.nbytes))[:] = np.frombuffer(view, dtype=np.uint8)
+            self._view((handle.memory(), handle.start, view.nbytes))[:] = np.frombuffer(view, dtype=np.uint8)
         return handle
 
     def write(self, stream_id: int, handle: Handle, data: memoryview) -> None:
@@ -162,8 +175,12 @@ class CpuServer(ComputeServer):
         return future
 
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
-        """Queue a copy between two handles."""
+        """Queue a copy between two handles (numpy's, on the worker)."""
         self.scheduler.register(stream_id, (self._run_copy, (_binding(src), _binding(dst))), (src, dst))
+
+    def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
+        """Queue a numpy fill of the handle's bytes with ``pattern`` (no host snapshot of the region)."""
+        self.scheduler.register(stream_id, (self._run_fill, (_binding(handle), pattern)), (handle,))
 
     def flush(self, stream_id: int) -> None:
         """Submit the stream's queued tasks to the worker."""
@@ -202,13 +219,13 @@ class CpuServer(ComputeServer):
 def _describe(tasks: list[Any]) -> str:
     """What dropped tasks were: launches (by kernel), writes, copies and reads."""
     kernels: dict[str, int] = {}
-    other = {"write": 0, "copy": 0, "read": 0}
+    other = {"write": 0, "copy": 0, "fill": 0, "read": 0}
     for fn, args in tasks:
         name = getattr(fn, "__name__", "")
         if name == "_run_kernel":
             kernel = getattr(args[0], "name", "") or "?"
             kernels[kernel] = kernels.get(kernel, 0) + 1
-        elif name in ("_run_write", "_run_copy", "_run_read"):
+        elif name in ("_run_write", "_run_copy", "_run_fill", "_run_read"):
             other[name[5:]] += 1
     parts = [f"{n} launch{'es' if n > 1 else ''} of {k!r}" for k, n in kernels.items()]
     parts += [f"{n} {what}{'s' if n > 1 else ''}" for what, n in other.items() if n]

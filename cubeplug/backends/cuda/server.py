@@ -283,6 +283,10 @@ class CudaServer(CudaTransfers):
         """A zero-copy ``cupy.ndarray`` over a handle, ordered after this stream's queued work."""
         return cupy_view(self, handle, dtype, shape, stream_id)
 
+    def dlpack_device(self) -> tuple[int, int]:
+        """kDLCUDA and this device: an Array exports the zero-copy CuPy array of :meth:`as_native`."""
+        return (2, self.device)
+
 
     # ------------------------------------------------------------------ timing
     def device_marker(self, stream_id: int) -> Any:

@@ -70,6 +70,19 @@ class CudaStorage(ComputeStorage):
         self._sizes[sid] = size
         return StorageHandle(sid, 0, size)
 
+    def adopt(self, ptr: int, size: int) -> StorageHandle:
+        """A region over device memory cubeplug did not allocate (``client.asarray`` of a CuPy array
+        or a torch tensor): launches resolve it like a page, but it is never freed here and does
+        not count as reserved; :meth:`forget` drops it when the last handle over it goes."""
+        sid = next_storage_id()
+        self.ptrs[sid] = ptr
+        return StorageHandle(sid, 0, size)
+
+    def forget(self, record: tuple[int, Any]) -> None:
+        """The end of an adopted region: ``record`` is (storage id, the object owning the memory),
+        which is let go here (a SliceToken's ``give_back``)."""
+        self.ptrs.pop(record[0], None)
+
     def dealloc(self, id: int) -> None:
         """Forget the page; its memory is freed at the next :meth:`flush`."""
         ptr = self.ptrs.pop(id, None)

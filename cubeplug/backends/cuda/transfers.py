@@ -5,7 +5,8 @@ asynchronous copies on the stream; a source that already is pinned (a ``reserve_
 is copied by DMA directly. Reads return at once: the completer thread completes their futures
 (small ones through one pinned block, staged ones through pinned chunks with an event each, large
 ones copied on the device and downloaded by the driver straight into their results). Pitched
-tensors move with one 2-D copy; a device array (``__cuda_array_interface__``) is copied on the
+tensors move with one 2-D copy; device copies are ``cudaMemcpyAsync`` and fills ``cudaMemsetAsync``
+(or copy-doubling of a seed); a device array (``__cuda_array_interface__``) is copied on the
 device, after its producer stream; another CUDA server gets a peer copy.
 
 :class:`CudaTransfers` is the layer of :class:`~cubeplug.backends.cuda.server.CudaServer` that does
@@ -32,6 +33,7 @@ from cubeplug.backends.cuda.staging import (
     drain_chunks,
     plan_chunks,
 )
+from cubeplug.backends.cuda.storage import CudaStorage
 from cubeplug.backends.cuda.stream import CudaStream, CudaStreams, map_cuda_error
 from cubeplug.plugin import (
     Completer,
@@ -40,6 +42,7 @@ from cubeplug.plugin import (
     Handle,
     MultiStream,
     OutOfMemoryError,
+    SliceToken,
     Tensor,
     ValidationError,
     contiguous_strides,
@@ -63,6 +66,8 @@ READ_CHUNK = 8 << 20
 #: beats a pinned block plus a host copy (H100, against CuPy's get(): 0.85 against 0.54 at 8 MiB, 0.96
 #: against 0.73 at 16 MiB; bench/probes/cuda_large_read.py).
 SNAPSHOT_MIN = 4 << 20
+#: The most bytes of a fill's pattern uploaded as the seed that device copies double (CudaTransfers.fill).
+FILL_SEED = 64 << 10
 #: cudaHostAllocPortable: pinned for every device's context, not only the current one.
 HOST_ALLOC_PORTABLE = 1
 
@@ -73,6 +78,7 @@ class CudaTransfers(ComputeServer):
     guard: DeviceGuard
     options: CudaOptions
     device: int
+    storage: CudaStorage
     streams: CudaStreams
     multistream: MultiStream[CudaStream, Any]
     #: Device address of each page, by storage id (the storage's, read on every copy and launch).
@@ -83,6 +89,7 @@ class CudaTransfers(ComputeServer):
         self._rt = runtime
         self._memcpy = runtime.memcpyAsync
         self._memcpy2d = runtime.memcpy2DAsync
+        self._memset = runtime.memsetAsync
         self.pinned = PinnedPool(
             lambda n: runtime.hostAlloc(n, HOST_ALLOC_PORTABLE),
             runtime.freeHost,
@@ -187,6 +194,59 @@ class CudaTransfers(ComputeServer):
             self._memcpy(dst, src, n, DEFAULT, res.stream.ptr)
             self.multistream.gc.register(self.streams.flush(res.stream), obj)
         return handle
+
+    def import_device_array(self, obj: Any, stream_id: int) -> Tensor | None:
+        """A tensor over the device memory of ``obj`` (``__cuda_array_interface__``, or a CUDA
+        ``__dlpack__`` such as a torch tensor), without a copy; None when ``obj`` has neither.
+
+        The memory stays the producer's: the handle's slice token keeps ``obj`` alive and never
+        frees it (``CudaStorage.adopt``). The stream waits, on the device, for the producer's stream
+        when the interface names one, so cubeplug's work reads what the producer wrote.
+        """
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        if cai is None and hasattr(obj, "__dlpack__"):
+            kind = int(getattr(obj, "__dlpack_device__", lambda: (0, 0))()[0])
+            if kind != 2:  # kDLCUDA
+                return None
+            import cupy  # present wherever a CUDA client is; needed only to take a DLPack capsule
+
+            obj = cupy.from_dlpack(obj)  # zero copy; the CuPy array keeps the producer's capsule
+            cai = obj.__cuda_array_interface__
+        if cai is None:
+            return None
+        shape = tuple(int(n) for n in cai["shape"])
+        dt = np.dtype(cai["typestr"])
+        dtype_of(dt)  # a dtype cubeplug has, or ValidationError
+        if cai.get("strides") is None:
+            strides = contiguous_strides(shape)
+        elif any(st % dt.itemsize or st < 0 for st in cai["strides"]):
+            raise ValidationError(
+                f"device array strides {tuple(cai['strides'])} are not non-negative multiples of its "
+                f"{dt.itemsize}-byte elements; pass a contiguous copy (cupy.ascontiguousarray(x))"
+            )
+        else:
+            strides = tuple(int(st) // dt.itemsize for st in cai["strides"])
+        ptr = int(cai["data"][0])
+        self._check_on_device(ptr)
+        extent = 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+        nbytes = extent * dt.itemsize
+        with self.multistream.resolve(stream_id) as res:
+            self._after_producer(res.stream, cai.get("stream"))
+        region = self.storage.adopt(ptr, nbytes)
+        token = SliceToken(region, -1, (region.id, obj), self.storage.forget)
+        return Tensor(Handle(token, self, nbytes, stream_id), shape, strides, dt)
+
+    def _check_on_device(self, ptr: int) -> None:
+        """ValidationError unless ``ptr`` is memory of this server's device."""
+        try:
+            device = int(self._rt.pointerGetAttributes(ptr).device)
+        except Exception:  # not a pointer the runtime knows: let the first use say so
+            return
+        if device != self.device:
+            raise ValidationError(
+                f"the device array lives on cuda:{device}, this client is cuda:{self.device}: use "
+                f"cubeplug.client('cuda:{device}'), or copy it to this device first"
+            )
 
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
         """A future of each handle's bytes (bytearrays), ordered after the stream's earlier work.
@@ -342,7 +402,8 @@ class CudaTransfers(ComputeServer):
         return future
 
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
-        """Queue a device-to-device copy of ``src.size`` bytes."""
+        """Queue a device-to-device ``cudaMemcpyAsync`` of ``src.size`` bytes (the core refuses
+        overlapping ranges, which it leaves undefined)."""
         n = src.size
         if n == 0:
             return
@@ -352,6 +413,34 @@ class CudaTransfers(ComputeServer):
         s, d = self._ptr(src), self._ptr(dst)
         with self.multistream.resolve(stream_id, (src, dst)) as res:
             self._memcpy(d, s, n, D2D, res.stream.ptr)
+
+    def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
+        """Queue the handle's region filled with ``pattern`` on the device, in stream order.
+
+        A pattern of one repeated byte (zero included, any dtype) is one ``cudaMemsetAsync``. CuPy
+        binds no ``cuMemsetD16/D32Async``, so a wider pattern is filled by copy-doubling on the
+        device: a seed of at most :data:`FILL_SEED` bytes is uploaded through pinned memory, then
+        ``cudaMemcpyAsync`` doubles it in place (device to device, never overlapping): about
+        log2(size / seed) copies on the stream.
+        """
+        n = handle.size
+        if n == 0:
+            return
+        self.guard()
+        dst = self._ptr(handle)
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            stream = res.stream
+            if pattern.count(pattern[:1]) == len(pattern):
+                self._memset(dst, pattern[0], n, stream.ptr)
+                return
+            width = len(pattern)
+            seed = min(n, FILL_SEED - FILL_SEED % width)
+            self._upload(stream, dst, memoryview(pattern * (seed // width)))
+            done = seed
+            while done < n:
+                step = min(done, n - done)
+                self._memcpy(dst + done, dst, step, D2D, stream.ptr)
+                done += step
 
     def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Numpy arrays over pinned host memory; ``create`` copies them by DMA, with no extra copy."""

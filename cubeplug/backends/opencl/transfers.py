@@ -5,7 +5,8 @@ without blocking; an upload from a ``reserve_staging`` array is copied straight 
 memory and waited for, as is a large pageable one on a device whose memory is the host's. Reads
 copy into a pooled staging chunk (into fresh host buffers above a size threshold) and the waiter
 thread completes their future. Host buffers and staging chunks stay alive until their copy
-completed. The staging memory and its policy are :mod:`~cubeplug.backends.opencl.staging`.
+completed. Device copies are ``clEnqueueCopyBuffer`` and fills ``clEnqueueFillBuffer``. The staging
+memory and its policy are :mod:`~cubeplug.backends.opencl.staging`.
 
 :class:`OpenCLTransfers` is the layer of :class:`~cubeplug.backends.opencl.server.OpenCLServer` that
 does all this.
@@ -179,7 +180,8 @@ class OpenCLTransfers(ComputeServer):
         return future
 
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
-        """Queue a device-to-device copy of ``src.size`` bytes."""
+        """Queue a device-to-device copy of ``src.size`` bytes (``clEnqueueCopyBuffer``: any offsets,
+        within one page too; the core refuses overlapping ranges, which OpenCL refuses as well)."""
         if src.size == 0:
             return
         rs, rd = src.memory().storage, dst.memory().storage
@@ -191,6 +193,32 @@ class OpenCLTransfers(ComputeServer):
                 )
             except self._cl.Error as e:
                 raise LaunchError(f"device copy of {src.size} B failed on {self.ctx.name}: {e}") from e
+
+    def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
+        """Queue ``clEnqueueFillBuffer`` of the handle's region with ``pattern``, in stream order.
+
+        OpenCL wants the region's offset to be a multiple of the pattern's size: a pattern of one
+        repeated byte (zero included) is filled as that byte, which any offset takes; a wider
+        pattern at an offset that is no multiple of its size (a view at an odd byte) falls back to
+        the host write of the repeated pattern (:meth:`ComputeServer.fill`).
+        """
+        if handle.size == 0:
+            return
+        if pattern.count(pattern[:1]) == len(pattern):
+            pattern = pattern[:1]
+        region = handle.memory().storage
+        offset = region.offset + handle.start
+        if offset % len(pattern) or handle.size % len(pattern):
+            super().fill(stream_id, handle, pattern)
+            return
+        with self.multistream.resolve(stream_id, (handle,)) as resolved:
+            try:
+                self._cl.enqueue_fill_buffer(
+                    resolved.stream, self._pages[region.id], np.frombuffer(pattern, dtype=np.uint8),
+                    offset, handle.size,
+                )
+            except self._cl.Error as e:
+                raise LaunchError(f"filling {handle.size} B failed on {self.ctx.name}: {e}") from e
 
     def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Pinned host arrays (mapped host-allocated buffers) of the given byte sizes.

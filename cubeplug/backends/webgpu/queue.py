@@ -4,7 +4,8 @@ WebGPU has one queue per device, so the backend returns no EventStreamBackend: t
 :class:`~cubeplug.core.scheduler.Scheduler` keeps the virtual streams and hands each stream's
 queued tasks here as one batch. A batch becomes one command encoder with one compute pass for its
 dispatches and one ``queue.submit`` (a write in the middle of a batch ends a segment: what was
-encoded is submitted, then ``queue.write_buffer`` runs, both in queue order). The scalars of every
+encoded is submitted, then ``queue.write_buffer`` runs, both in queue order); copies and clears join
+the encoder between the compute passes. The scalars of every
 dispatch of a segment go into one arena buffer with one ``queue.write_buffer``, each dispatch
 selecting its slot with a dynamic offset; identical scalar blocks share a slot.
 
@@ -23,7 +24,9 @@ from cubeplug.backends.webgpu.reads import ReadFuture, StagingPool, map_for_read
 from cubeplug.plugin import Completer, CubeplugError, LaunchError
 
 #: Task kinds, the first item of every task tuple (launches first: ``op <= INDIRECT`` is a launch).
-DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP = range(6)
+#: COPY is one ``copy_buffer_to_buffer``; COPY_VIA two, through a scratch buffer (a copy within one
+#: buffer, which ``copy_buffer_to_buffer`` refuses); CLEAR a ``clear_buffer`` (zeros).
+DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP, COPY_VIA, CLEAR = range(8)
 #: Bytes of the scalar arena of one segment.
 ARENA_BYTES = 64 << 10
 #: Indirect dispatches per segment (each copies its 12-byte count into a slot of its own).
@@ -101,8 +104,8 @@ class WgpuQueue:
     @staticmethod
     def describe(tasks: list[tuple[Any, ...]]) -> str:
         """What dropped tasks were: launches, copies, writes and reads."""
-        names = {DISPATCH: "launch", INDIRECT: "launch", COPY: "copy", WRITE: "write", READ: "read",
-                 TIMESTAMP: "timestamp"}  # fmt: skip
+        names = {DISPATCH: "launch", INDIRECT: "launch", COPY: "copy", COPY_VIA: "copy", WRITE: "write",
+                 READ: "read", TIMESTAMP: "timestamp", CLEAR: "fill"}  # fmt: skip
         counts: dict[str, int] = {}
         for task in tasks:
             name = names.get(task[0], "task")
@@ -223,6 +226,11 @@ class WgpuQueue:
         enc = seg.enc
         if op == COPY:
             enc.copy_buffer_to_buffer(task[1], task[2], task[3], task[4], task[5])
+        elif op == COPY_VIA:  # (COPY_VIA, src, src_offset, dst, dst_offset, size, scratch, keep)
+            enc.copy_buffer_to_buffer(task[1], task[2], task[6], 0, task[5])
+            enc.copy_buffer_to_buffer(task[6], 0, task[3], task[4], task[5])
+        elif op == CLEAR:  # (CLEAR, buffer, offset, size, keep)
+            enc.clear_buffer(task[1], task[2], task[3])
         elif op == READ:
             future: ReadFuture = task[2]
             if future.nbytes:

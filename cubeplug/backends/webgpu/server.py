@@ -18,7 +18,17 @@ from concurrent.futures import Future
 from typing import Any, NoReturn
 
 from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram
-from cubeplug.backends.webgpu.queue import COPY, DISPATCH, INDIRECT, READ, TIMESTAMP, WRITE, WgpuQueue
+from cubeplug.backends.webgpu.queue import (
+    CLEAR,
+    COPY,
+    COPY_VIA,
+    DISPATCH,
+    INDIRECT,
+    READ,
+    TIMESTAMP,
+    WRITE,
+    WgpuQueue,
+)
 from cubeplug.backends.webgpu.reads import ReadFuture
 from cubeplug.backends.webgpu.storage import WgpuStorage
 from cubeplug.plugin import (
@@ -44,6 +54,8 @@ from cubeplug.plugin import (
 BIND_GROUP_CACHE = 4096
 #: Tasks a virtual stream queues before it is submitted without an explicit flush.
 MAX_TASKS = 128
+#: The smallest scratch buffer of copies within one page (it grows to the largest such copy).
+MIN_SCRATCH = 64 << 10
 
 
 def _up4(n: int) -> int:
@@ -144,6 +156,8 @@ class WgpuServer(ComputeServer):
         self._bind_groups: dict[tuple[int, ...], Any] = {}
         self._empty = gpu.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE)
         self._copy: WgslProgram | None = None
+        #: The scratch buffer of copies within one page (:meth:`_scratch_for`); None until one needs it.
+        self._scratch: Any = None
         storage.on_dealloc = self._forget_page
 
     # ------------------------------------------------------------------ device loss
@@ -390,16 +404,71 @@ class WgpuServer(ComputeServer):
         return future
 
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
-        """Queue a device copy: copy_buffer_to_buffer when aligned across pages, else the byte-copy kernel."""
+        """Queue a device copy with ``copy_buffer_to_buffer``, in stream order.
+
+        Between pages it is one ``copy_buffer_to_buffer``; within one page (which that command
+        refuses: its source and destination must differ) two in one encoder, through the server's
+        scratch buffer. It needs offsets that are multiples of 4 and a size that is one (or ends
+        where the slice's padding may be written too); any other copy falls back to the byte-copy
+        kernel. The core refuses overlapping ranges.
+        """
         self.health.check()
         sbuf, soff, _ = self._region(src)
         dbuf, doff, dst_st = self._region(dst)
         n = src.size
-        if sbuf is not dbuf and soff % 4 == 0 and doff % 4 == 0 and self._padding_free(dst, dst_st, n):
-            task = (COPY, sbuf, soff, dbuf, doff, _up4(n), src.memory(), dst.memory())
+        if soff % 4 == 0 and doff % 4 == 0 and self._padding_free(dst, dst_st, n):
+            size = _up4(n)
+            if sbuf is not dbuf:
+                task: tuple[Any, ...] = (COPY, sbuf, soff, dbuf, doff, size, src.memory(), dst.memory())
+            else:
+                scratch = self._scratch_for(size)
+                task = (COPY_VIA, sbuf, soff, dbuf, doff, size, scratch, (src.memory(), dst.memory()))
             self.scheduler.register(stream_id, task, (src, dst))
             return
         self._copy_bytes(stream_id, (sbuf, soff), (dbuf, doff), n, (src, dst))
+
+    def _scratch_for(self, nbytes: int) -> Any:
+        """The scratch buffer of copies within one page, at least ``nbytes`` large.
+
+        One per server, shared by every such copy: the queue runs copies in order, each through the
+        scratch and out again before the next. It grows to the next power of two when a larger copy
+        comes; the smaller one is dropped, not destroyed (queued copies may still name it; wgpu
+        releases it once they let go). It is no page of the pools, so it is not in the memory usage.
+        """
+        import wgpu
+
+        scratch = self._scratch
+        if scratch is not None and scratch.size >= nbytes:
+            return scratch
+        size = max(MIN_SCRATCH, 1 << (nbytes - 1).bit_length())
+        usage = wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        try:
+            self._scratch = self.gpu.create_buffer(size=size, usage=usage)
+        except wgpu.GPUError as e:
+            self._raise_lost(e)
+            try:  # a power of two may be too much: the exact size, once
+                self._scratch = self.gpu.create_buffer(size=nbytes, usage=usage)
+            except wgpu.GPUError as e2:
+                self._lost_or(e2)
+        return self._scratch
+
+    def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
+        """Queue the handle's region filled with ``pattern``, in stream order.
+
+        Zeros are ``clear_buffer`` in the stream's encoder, when the region's offset and size are
+        multiples of 4 (what the command takes); any other pattern, and zeros elsewhere, is a
+        ``write`` of the repeated pattern (``queue.write_buffer`` when aligned). WebGPU has no command
+        that fills with a value, and a fill kernel would cost a pipeline and a bind group per region
+        for what the queue's own staging copy does; an unaligned region takes the write's byte-copy
+        kernel path.
+        """
+        self.health.check()
+        buffer, offset, _ = self._region(handle)
+        n = handle.size
+        if not any(pattern) and offset % 4 == 0 and n % 4 == 0:
+            self.scheduler.register(stream_id, (CLEAR, buffer, offset, n, handle.memory()), (handle,))
+            return
+        self.write(stream_id, handle, memoryview(pattern * (n // len(pattern))))
 
     # ------------------------------------------------------------------ synchronisation and timing
     def flush(self, stream_id: int) -> None:
@@ -470,6 +539,9 @@ class WgpuServer(ComputeServer):
             self._bind_groups.clear()
             self.queue.close()
             self._empty.destroy()
+            if self._scratch is not None:
+                self._scratch.destroy()
+                self._scratch = None
             storage = self.storage
             if isinstance(storage, WgpuStorage):
                 storage.close()

@@ -14,10 +14,12 @@ from __future__ import annotations
 import pytest
 
 pytest.register_assert_rewrite(
+    "cubeplug.testing.suite.arrays",
     "cubeplug.testing.suite.bad_input",
     "cubeplug.testing.suite.corpus",
     "cubeplug.testing.suite.data",
     "cubeplug.testing.suite.faults",
+    "cubeplug.testing.suite.guard",
     "cubeplug.testing.suite.lang",
     "cubeplug.testing.suite.launch",
     "cubeplug.testing.suite.memory",
@@ -34,10 +36,12 @@ from cubeplug.testing.fixtures import (  # noqa: E402
     cubeplug_fresh_client,
     cubeplug_new_client,
 )
+from cubeplug.testing.suite.arrays import TestArrays  # noqa: E402
 from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
 from cubeplug.testing.suite.corpus import TestBadInputCorpus  # noqa: E402
 from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
 from cubeplug.testing.suite.faults import TestFork, TestInterrupts  # noqa: E402
+from cubeplug.testing.suite.guard import TestRedZones  # noqa: E402
 from cubeplug.testing.suite.lang import TestLang, lang_client  # noqa: E402
 from cubeplug.testing.suite.launch import TestCubeCount, TestLaunch  # noqa: E402
 from cubeplug.testing.suite.memory import TestMemory  # noqa: E402
@@ -53,6 +57,7 @@ from cubeplug.testing.suite.streams import TestStreams  # noqa: E402
 from cubeplug.testing.suite.writes import TestWriteCopyFill  # noqa: E402
 
 __all__ = [
+    "TestArrays",
     "TestBadInput",
     "TestBadInputCorpus",
     "TestClientModel",
@@ -66,6 +71,7 @@ __all__ = [
     "TestLaunch",
     "TestMemory",
     "TestProfiling",
+    "TestRedZones",
     "TestRoundTrip",
     "TestStreams",
     "TestTensors",

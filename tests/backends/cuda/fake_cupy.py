@@ -192,6 +192,12 @@ class Runtime(types.ModuleType):
         self._check(dst, src, size, kind)
         ctypes.memmove(dst, src, size)
 
+    def memsetAsync(self, ptr: int, value: int, size: int, stream: int) -> None:
+        assert isinstance(stream, int)
+        self.calls.append(f"memsetAsync value={value} size={size}")
+        self.check_device(ptr, size, "memset destination")
+        ctypes.memset(ptr, value, size)
+
     def memcpy2DAsync(
         self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int, stream: int
     ) -> None:
