@@ -70,7 +70,7 @@ def lines(result: Mapping[str, Any]) -> list[Line]:
     for entry in result.get("bandwidth") or []:
         if not isinstance(entry, Mapping) or "bytes" not in entry:
             continue
-        for name in ("upload_pageable", "upload_staged", "download_pageable", "copy"):
+        for name in ("upload_pageable", "upload_staged", "download_pageable", "copy", "copy_std_kernel"):
             fig = entry.get(name)
             if not isinstance(fig, Mapping) or (
                 fig.get("cubeplug_gbps") is None and fig.get("raw_gbps") is None
