@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cubeplug.core.errors import (
     BackendUnavailableError,
     BufferTooBig,
+    CaptureError,
     CompileError,
     ConfigError,
     CubeplugError,
@@ -32,6 +33,7 @@ from cubeplug.core.version import __version__
 if TYPE_CHECKING:
     from cubeplug.core.array import Array
     from cubeplug.core.client import ComputeClient
+    from cubeplug.core.graph import Graph
     from cubeplug.core.memory import MemoryUsage
     from cubeplug.registry.plugins import register_backend
     from cubeplug.registry.selection import Selector, client, from_dlpack, parse_selector, use
@@ -41,6 +43,7 @@ __all__ = [
     "BackendUnavailableError",
     "Buffer",
     "BufferTooBig",
+    "CaptureError",
     "CompileError",
     "ComputeClient",
     "ConfigError",
@@ -48,6 +51,7 @@ __all__ = [
     "CubeplugError",
     "DeviceLostError",
     "ExecutionMode",
+    "Graph",
     "Handle",
     "Kernel",
     "KernelId",
@@ -75,6 +79,7 @@ __all__ = [
 _LAZY = {
     "Array": "cubeplug.core.array",
     "ComputeClient": "cubeplug.core.client",
+    "Graph": "cubeplug.core.graph",
     "MemoryUsage": "cubeplug.core.memory",
     "client": "cubeplug.registry.selection",
     "use": "cubeplug.registry.selection",

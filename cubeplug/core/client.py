@@ -23,7 +23,8 @@ import numpy as np
 from cubeplug.core.array import Array, host_source
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
-from cubeplug.core.errors import DeviceLostError, ForkedClientError, ValidationError, describe
+from cubeplug.core.errors import CaptureError, DeviceLostError, ForkedClientError, ValidationError, describe
+from cubeplug.core.graph import COPY, FILL, CaptureLauncher, Graph
 from cubeplug.core.handle import Handle, Tensor, check_shape
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
@@ -67,7 +68,7 @@ class ComputeClient:
         # faster one of the same interface (ComputeServer.new_launcher).
         profile = self._profile if self._profiling else None
         settings = LaunchSettings(self._lock, self._single, self._default_mode, profile)
-        self._launcher = server.new_launcher(settings)
+        self._launcher: Launcher | CaptureLauncher = server.new_launcher(settings)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -129,15 +130,68 @@ class ComputeClient:
     def copy(self, src: Handle, dst: Handle) -> None:
         """Copy ``src`` into ``dst`` on the device (views too; the sizes must match), ordered like a
         launch: after the work that writes ``src``, before later work that reads ``dst``."""
+        graph = self._capturing()
+        if graph is not None:
+            self._server.check_copy(src, dst)
+            graph.record((COPY, src, dst))
+            return
         sid = self._sid()
         with self._lock:
             self._server.copy_into(src, dst, sid)
 
     def fill(self, handle: Handle, value: Any, dtype: Any) -> None:
         """Set every ``dtype`` element of ``handle`` (a view too) to ``value``, ordered like a launch."""
+        graph = self._capturing()
+        if graph is not None:
+            self._server.check_fill(handle, value, dtype)
+            graph.record((FILL, handle, value, dtype))
+            return
         sid = self._sid()
         with self._lock:
             self._server.fill_with(handle, value, dtype, sid)
+
+    # ------------------------------------------------------------------ graphs
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[Graph]:
+        """Record the launches, copies and fills this thread issues in the block, without running
+        them; the :class:`~cubeplug.core.graph.Graph` yielded replays them (``graph.replay()``).
+        Reads and syncs inside the block raise CaptureError (nothing ran yet to read)."""
+        ident = threading.get_ident()
+        graph = Graph(self)
+        with self._lock:
+            current = self._launcher
+            capture: CaptureLauncher
+            if isinstance(current, CaptureLauncher):
+                if ident in current.graphs:
+                    raise CaptureError(
+                        "this thread is already capturing into a graph: end that block first (a "
+                        "graph may replay another one's work: replay it inside the block)"
+                    )
+                capture = current
+            else:
+                capture = CaptureLauncher(current)
+                self._launcher = capture
+            capture.graphs[ident] = graph
+        try:
+            yield graph
+        finally:
+            with self._lock:
+                capture.graphs.pop(ident, None)
+                if not capture.graphs and self._launcher is capture:
+                    self._launcher = capture.real
+            graph.seal()
+
+    def _capturing(self) -> Graph | None:
+        """The graph this thread captures into, if any (only while some thread captures)."""
+        launcher = self._launcher
+        return launcher.graph() if isinstance(launcher, CaptureLauncher) else None
+
+    def _refuse_in_capture(self, what: str) -> None:
+        if self._capturing() is not None:
+            raise CaptureError(
+                f"{what} inside a capture block: nothing in the block has run yet; {what} after the "
+                f"block (after graph.replay())"
+            )
 
     def empty_tensor(self, shape: Iterable[int], dtype: Any) -> Tensor:
         """A tensor of uninitialised memory; rows may be padded (pitched) on some backends."""
@@ -245,6 +299,7 @@ class ComputeClient:
     # ------------------------------------------------------------------ reads
     def read_async(self, handles: Sequence[Handle]) -> Future[list[bytes]]:
         """A future of the bytes of each handle, after the work that writes them."""
+        self._refuse_in_capture("a read")
         sid = self._sid()
         handles = _handle_list(handles, "read")
         with self._lock:
@@ -314,7 +369,10 @@ class ComputeClient:
     @property
     def launcher(self) -> Launcher:
         """The launcher of this client's launches (for backend authors and tests)."""
-        return self._launcher
+        launcher = self._launcher
+        if isinstance(launcher, CaptureLauncher):  # a capture block stands in for it meanwhile
+            return launcher.real
+        return launcher
 
     def profiling_summary(self) -> str:
         """The table of per-kernel timings collected under ``[profiling] level``."""
@@ -329,6 +387,7 @@ class ComputeClient:
 
     def sync(self, all_streams: bool = False) -> None:
         """Wait until the current stream's work (or every stream's) completed."""
+        self._refuse_in_capture("a sync")
         sid = self._sid()
         if all_streams:
             with self._lock:

@@ -179,6 +179,11 @@ class MemoryCorruptionError(LaunchError):
         super().__init__(message)
 
 
+class CaptureError(CubeplugError):
+    """Graph capture misused: a capture inside a capture on one thread, a read or sync inside a
+    capture block, a replay of a closed graph. The message says what to do instead."""
+
+
 class ForkedClientError(CubeplugError):
     """A client was used in a child process after ``fork``: its device, threads and locks belong to
     the parent. Create a new client in the child, or start children with the "spawn" method."""

@@ -464,11 +464,14 @@ class ComputeServer(ABC):
             self.write(stream_id, handle, view)
 
     def copy_into(self, src: Any, dst: Any, stream_id: int) -> None:
-        """Check both handles (the same size), then :meth:`copy` ``src`` into ``dst`` on the device.
+        """Check both handles (:meth:`check_copy`), then :meth:`copy` ``src`` into ``dst``."""
+        if self.check_copy(src, dst):
+            self.copy(stream_id, src, dst)
 
-        Views of one allocation may be copied into each other when their bytes do not overlap;
-        overlapping ranges are refused with ValidationError (a copy of a range onto itself does
-        nothing)."""
+    def check_copy(self, src: Any, dst: Any) -> bool:
+        """ValidationError unless ``src`` and ``dst`` are live handles of this server of one size
+        whose bytes do not overlap; False when there is nothing to copy (empty, or a range onto
+        itself), else True. Views of one allocation may be copied into each other."""
         src = self.check_handle(src, "source handle")
         dst = self.check_handle(dst, "destination handle")
         if src.size != dst.size:
@@ -477,12 +480,12 @@ class ComputeServer(ABC):
                 f"match (copy part of a handle through views: offset_start(n) / offset_end(n))"
             )
         if not src.size:
-            return
+            return False
         rs, rd = src.memory().storage, dst.memory().storage
         if rs.id == rd.id:
             s0, d0 = rs.offset + src.start, rd.offset + dst.start
             if s0 == d0:
-                return  # the same bytes: nothing to copy (the queue order is kept by the ranges' own work)
+                return False  # the same bytes (the queue order is kept by the ranges' own work)
             if s0 < d0 + src.size and d0 < s0 + src.size:
                 # The native copies (cudaMemcpyAsync, clEnqueueCopyBuffer, copy_buffer_to_buffer)
                 # leave overlapping ranges undefined or refuse them: refused alike on every backend.
@@ -490,7 +493,7 @@ class ComputeServer(ABC):
                     f"copy: the source and destination overlap ({src.size} B each, {abs(d0 - s0)} B "
                     f"apart in one allocation); copy through a separate handle"
                 )
-        self.copy(stream_id, src, dst)
+        return True
 
     def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
         """Queue ``handle`` filled with repetitions of ``pattern`` (one element's bytes, 1 to 8 of
@@ -500,7 +503,14 @@ class ComputeServer(ABC):
         self.write(stream_id, handle, memoryview(pattern * (handle.size // len(pattern))))
 
     def fill_with(self, handle: Any, value: Any, dtype: Any, stream_id: int) -> None:
-        """Check ``handle``, ``value`` and ``dtype``, then :meth:`fill` it."""
+        """Check ``handle``, ``value`` and ``dtype`` (:meth:`check_fill`), then :meth:`fill` it."""
+        pattern = self.check_fill(handle, value, dtype)
+        if handle.size:
+            self.fill(stream_id, handle, pattern)
+
+    def check_fill(self, handle: Any, value: Any, dtype: Any) -> bytes:
+        """The bytes of one ``dtype`` element of ``value``; ValidationError unless ``handle`` is a
+        live handle of this server holding a whole number of such elements and ``value`` fits."""
         handle = self.check_handle(handle)
         name = dtype_of(dtype)
         dt = DTYPES[name]
@@ -510,11 +520,10 @@ class ComputeServer(ABC):
                 f"({dt.itemsize} B each)"
             )
         try:
-            pattern = to_scalar(Scalar("value", name), value, "fill").tobytes()
+            pattern: bytes = to_scalar(Scalar("value", name), value, "fill").tobytes()
         except ValidationError as e:
             raise ValidationError(f"fill: {value!r} cannot be stored as {name}: {e}") from None
-        if handle.size:
-            self.fill(stream_id, handle, pattern)
+        return pattern
 
     def copy_handle(self, src: Handle, stream_id: int) -> Handle:
         """A new handle of this server holding a device copy of ``src``."""

@@ -16,6 +16,7 @@ import pytest
 pytest.register_assert_rewrite(
     "cubeplug.testing.suite.arrays",
     "cubeplug.testing.suite.bad_input",
+    "cubeplug.testing.suite.capture",
     "cubeplug.testing.suite.corpus",
     "cubeplug.testing.suite.data",
     "cubeplug.testing.suite.faults",
@@ -38,6 +39,7 @@ from cubeplug.testing.fixtures import (  # noqa: E402
 )
 from cubeplug.testing.suite.arrays import TestArrays  # noqa: E402
 from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
+from cubeplug.testing.suite.capture import TestCapture  # noqa: E402
 from cubeplug.testing.suite.corpus import TestBadInputCorpus  # noqa: E402
 from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
 from cubeplug.testing.suite.faults import TestFork, TestInterrupts  # noqa: E402
@@ -60,6 +62,7 @@ __all__ = [
     "TestArrays",
     "TestBadInput",
     "TestBadInputCorpus",
+    "TestCapture",
     "TestClientModel",
     "TestClose",
     "TestCompileCache",

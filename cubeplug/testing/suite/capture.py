@@ -1,0 +1,123 @@
+"""Graph capture and replay (``client.capture()``, core/graph.py): equal to eager execution,
+ordered with the work around it, the memory kept, and each misuse a CaptureError."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cubeplug.core.errors import CaptureError, ValidationError
+from cubeplug.testing import gates, kernels
+
+
+class TestCapture:
+    """Capture records without running; replays run the recorded work, in order, as often as asked."""
+
+    def test_replay_equals_eager_execution(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 100
+        x = c.create(np.zeros(n, np.int32))
+        y = c.create(np.zeros(n, np.int32))
+        with c.capture() as graph:
+            for _ in range(3):
+                c.launch(k, kernels.cubes(n), [x], [n])
+            c.copy(x, y)
+            c.launch_unchecked(k, kernels.cubes(n), [y], [n])
+            c.fill(x.offset_end(4 * (n - 10)), 7, "i32")
+        assert len(graph) == 6
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.zeros(n))  # nothing ran yet
+        model_x, model_y = np.zeros(n, np.int32), np.zeros(n, np.int32)
+        for times in (1, 2):
+            graph.replay(times)
+            for _ in range(times):
+                model_x += 3
+                model_y[:] = model_x + 1
+                model_x[:10] = 7
+            np.testing.assert_array_equal(c.to_numpy(x, "i32"), model_x)
+            np.testing.assert_array_equal(c.to_numpy(y, "i32"), model_y)
+
+    def test_replay_is_ordered_with_the_work_around_it(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 64
+        x = c.create(np.zeros(n, np.int32))
+        with c.capture() as graph:
+            c.launch(k, kernels.cubes(n), [x], [n])
+        c.fill(x, 40, "i32")
+        graph.replay()
+        c.launch(k, kernels.cubes(n), [x], [n])
+        graph.replay()
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(n, 43))
+
+    def test_the_graph_keeps_its_memory(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 64
+        x = c.create(np.zeros(n, np.int32))
+        with c.capture() as graph:
+            scratch = c.create(np.full(n, 5, np.int32))  # allocated inside the block: at once
+            c.launch(k, kernels.cubes(n), [scratch], [n])
+            c.copy(scratch, x)
+        del scratch  # only the graph holds it now
+        graph.replay(2)
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(n, 7))
+        graph.close()
+        with pytest.raises(CaptureError, match="closed"):
+            graph.replay()
+
+    def test_other_threads_run_while_one_captures(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 64
+        mine, theirs = c.create(np.zeros(n, np.int32)), c.create(np.zeros(n, np.int32))
+        results: list[Any] = []
+
+        def other() -> None:
+            c.launch(k, kernels.cubes(n), [theirs], [n])
+            results.append(c.to_numpy(theirs, "i32"))
+
+        with c.capture() as graph:
+            c.launch(k, kernels.cubes(n), [mine], [n])
+            worker = threading.Thread(target=other)
+            worker.start()
+            worker.join(60)
+        np.testing.assert_array_equal(results[0], np.ones(n))  # ran at once: not captured
+        np.testing.assert_array_equal(c.to_numpy(mine, "i32"), np.zeros(n))
+        graph.replay()
+        np.testing.assert_array_equal(c.to_numpy(mine, "i32"), np.ones(n))
+
+    def test_misuses_are_capture_errors_and_the_client_goes_on(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 64
+        x = c.create(np.zeros(n, np.int32))
+        with c.capture() as graph:
+            with pytest.raises(CaptureError, match="already capturing"), c.capture():
+                pass
+            with pytest.raises(CaptureError, match="read"):
+                c.to_numpy(x, "i32")
+            with pytest.raises(CaptureError, match="sync"):
+                c.sync()
+            with pytest.raises(ValidationError, match="buffers"):  # checked when recorded
+                c.launch(k, kernels.cubes(n), [], [n])
+            with pytest.raises(CaptureError, match="ended"):
+                graph.replay()
+            c.launch(k, kernels.cubes(n), [x], [n])
+        assert len(graph) == 1
+        graph.replay()
+        c.launch(k, kernels.cubes(n), [x], [n])
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(n, 2))
+
+    def test_replay_after_the_client_closed(self, cubeplug_new_client: Any) -> None:
+        c = cubeplug_new_client()
+        k = gates.kernel(c, kernels.ADD_ONE)
+        x = c.create(np.zeros(64, np.int32))
+        with c.capture() as graph:
+            c.launch(k, kernels.cubes(64), [x], [64])
+        c.close()
+        with pytest.raises(ValidationError, match="closed"):
+            graph.replay()
