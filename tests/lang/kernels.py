@@ -6,13 +6,14 @@ from cubeplug import lang as cl
 from cubeplug.lang import Array, Atomic, Comptime, f32, i32, u32
 
 # The kernels the conformance suite runs on every backend, under the names these tests use.
+from cubeplug.testing.suite.lang import lang_block_sum as block_sum
 from cubeplug.testing.suite.lang import lang_clamp01 as clamp01
 from cubeplug.testing.suite.lang import lang_first_above as first_above
 from cubeplug.testing.suite.lang import lang_scale_or_square as scale_or_square
 from cubeplug.testing.suite.lang import lang_smooth as smooth
 from cubeplug.testing.suite.lang import lang_smoothstep as smoothstep
 
-__all__ = ["clamp01", "first_above", "scale_or_square", "smooth", "smoothstep"]
+__all__ = ["block_sum", "clamp01", "first_above", "scale_or_square", "smooth", "smoothstep"]
 
 
 @cl.kernel
@@ -34,22 +35,6 @@ def stencil(src: Array[f32], dst: Array[f32], w: u32, h: u32):
         dst[i] = src[i]
     else:
         dst[i] = 0.2 * (src[i] + src[i - 1] + src[i + 1] + src[i - w] + src[i + w])
-
-
-@cl.kernel
-def block_sum(x: Array[f32], out: Array[f32], BLOCK: Comptime[int]):
-    buf = cl.shared(f32, BLOCK)
-    i = cl.ABSOLUTE_POS
-    buf[cl.UNIT_POS] = x[i] if i < len(x) else 0.0
-    cl.sync_cube()
-    s = u32(BLOCK // 2)
-    while s > 0:
-        if s > cl.UNIT_POS:
-            buf[cl.UNIT_POS] += buf[cl.UNIT_POS + s]
-        cl.sync_cube()
-        s = s >> 1
-    if cl.UNIT_POS == 0:
-        out[cl.CUBE_POS] = buf[0]
 
 
 @cl.kernel

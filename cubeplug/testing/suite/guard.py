@@ -11,6 +11,7 @@ import pytest
 
 from cubeplug.core.errors import LaunchError, MemoryCorruptionError
 from cubeplug.core.handle import Handle
+from cubeplug.core.memory.guard import PATTERN
 from cubeplug.testing import gates, kernels
 
 
@@ -73,6 +74,10 @@ class TestRedZones:
         except LaunchError:
             ran = False  # refused at the access itself (the cpu backend's numpy kernels)
         c.sync()
+        # Whatever the backend did, the zone after the buffer holds the pattern again: written and
+        # reported (then armed again), or never written. An overrun the check missed fails here.
+        after = _raw(h).offset_start(h.start + h.size)
+        assert set(c.read_one(after)) == {PATTERN}, "a write past the buffer went unreported"
         if ran:
             np.testing.assert_array_equal(c.to_numpy(h, "u32"), 1 + np.arange(64, dtype=np.uint32))
         np.testing.assert_array_equal(c.to_numpy(neighbour, "u32"), np.full(64, 5, np.uint32))
