@@ -39,7 +39,7 @@ from cubeplug.core.errors import (
     ValidationError,
     describe,
 )
-from cubeplug.core.handle import Handle, Tensor, contiguous_strides
+from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides
 from cubeplug.core.hostmem import host_address, host_buffer, host_copy, staging_sizes
 from cubeplug.core.kernel import DTYPES, Buffer, CubeCount, ExecutionMode, Kernel, Scalar, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
@@ -108,6 +108,7 @@ __all__ = [
     "call_when_done",
     "cdialect",
     "check_option_keys",
+    "check_shape",
     "contiguous_strides",
     "current_stream_id",
     "describe",

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cubeplug.plugin import DTYPES, Handle, ValidationError, current_stream_id, dtype_of
+from cubeplug.plugin import DTYPES, Handle, ValidationError, check_shape, current_stream_id, dtype_of
 
 
 class Exporter(Protocol):
@@ -42,12 +42,7 @@ def view_shape(
             )
         dims: tuple[int, ...] = (handle.size // dt.itemsize,)
     else:
-        try:
-            dims = tuple(int(d) for d in shape)
-        except TypeError:
-            raise ValidationError(f"shape must be a sequence of ints, got {shape!r}") from None
-        if any(d < 0 for d in dims):
-            raise ValidationError(f"shape dimensions are non-negative, got {dims}")
+        dims = check_shape(shape)
     nbytes = math.prod(dims) * dt.itemsize
     if nbytes > handle.size:
         raise ValidationError(
