@@ -24,12 +24,13 @@ from cubeplug.core.array import Array, host_source
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
 from cubeplug.core.errors import CaptureError, DeviceLostError, ForkedClientError, ValidationError, describe
-from cubeplug.core.graph import COPY, FILL, CaptureLauncher, Graph
+from cubeplug.core.graph import COPY, FILL, CaptureLauncher, Graph, own
 from cubeplug.core.handle import Handle, Tensor, check_shape
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
 from cubeplug.core.profile import ProfileDuration, ProfileLog
+from cubeplug.core.replay import Replay
 from cubeplug.core.server import ComputeServer
 from cubeplug.core.stream import current_stream_id, stream_scope, thread_streams
 
@@ -130,10 +131,10 @@ class ComputeClient:
     def copy(self, src: Handle, dst: Handle) -> None:
         """Copy ``src`` into ``dst`` on the device (views too; the sizes must match), ordered like a
         launch: after the work that writes ``src``, before later work that reads ``dst``."""
-        graph = self._capturing()
+        graph = self.capturing()
         if graph is not None:
-            self._server.check_copy(src, dst)
-            graph.record((COPY, src, dst))
+            if self._server.check_copy(src, dst):  # False: nothing to copy, nothing to replay
+                graph.record((COPY, own(src), own(dst)))
             return
         sid = self._sid()
         with self._lock:
@@ -141,10 +142,11 @@ class ComputeClient:
 
     def fill(self, handle: Handle, value: Any, dtype: Any) -> None:
         """Set every ``dtype`` element of ``handle`` (a view too) to ``value``, ordered like a launch."""
-        graph = self._capturing()
+        graph = self.capturing()
         if graph is not None:
-            self._server.check_fill(handle, value, dtype)
-            graph.record((FILL, handle, value, dtype))
+            pattern = self._server.check_fill(handle, value, dtype)
+            if handle.size:
+                graph.record((FILL, own(handle), value, dtype, pattern))
             return
         sid = self._sid()
         with self._lock:
@@ -179,15 +181,22 @@ class ComputeClient:
                 capture.graphs.pop(ident, None)
                 if not capture.graphs and self._launcher is capture:
                     self._launcher = capture.real
-            graph.seal()
+                # The server's native replay, if it has one (a closed client's stand-in raises).
+                graph.seal(self._server.new_replay)
 
-    def _capturing(self) -> Graph | None:
-        """The graph this thread captures into, if any (only while some thread captures)."""
+    def capturing(self) -> Graph | None:
+        """The graph the calling thread captures into (inside a ``capture()`` block), else None."""
         launcher = self._launcher
         return launcher.graph() if isinstance(launcher, CaptureLauncher) else None
 
+    def run_replay(self, replay: Replay, times: int) -> None:
+        """Run a graph's native replay ``times`` times on this thread's stream (``graph.replay``)."""
+        sid = self._sid()  # a closed client raises here, before anything reaches the device
+        with self._lock:
+            replay.run(sid, times)
+
     def _refuse_in_capture(self, what: str) -> None:
-        if self._capturing() is not None:
+        if self.capturing() is not None:
             raise CaptureError(
                 f"{what} inside a capture block: nothing in the block has run yet; {what} after the "
                 f"block (after graph.replay())"

@@ -4,26 +4,39 @@
 of running it; ``graph.replay()`` runs it in order on the thread's stream, ordered with the client's
 other work like any launch. The arguments are checked when recorded, so a bad call fails at its
 line, not at a replay; scalars are fixed at capture (capture again for new values). The graph holds
-the handles it uses, so their memory stays reserved while it lives; what they contain may change
-between replays (that is the point). Allocating inside the block is allowed (it happens at once).
+its own aliases of the handles it uses (:meth:`Handle.alias`), so their memory stays reserved while
+it lives even if the user drops theirs; what they contain may change between replays (that is the
+point). Allocating inside the block is allowed (it happens at once).
 
-This is the recorded replay every backend gets: each replayed launch takes the launcher's plan (the
-fast path), with no Python of the user's in between. While no thread captures, the client's launch
-path is untouched: the capture launcher stands in for the client's launcher only during a block.
+When the block ends the graph asks its server for a native replay (``ComputeServer.new_replay``,
+:mod:`cubeplug.core.replay`): a CUDA graph, one WebGPU submit, pre-bound OpenCL kernels. Where the
+server has none, the recorded replay runs each step through the launcher's plans (the fast path),
+with no Python of the user's in between. While no thread captures, the client's launch path is
+untouched: the capture launcher stands in for the client's launcher only during a block.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from cubeplug.core.errors import CaptureError
+from cubeplug.core.errors import CaptureError, ValidationError
+from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
 from cubeplug.core.launcher import Launcher, as_count, check_arguments, check_buffers, unwrap_arrays
+from cubeplug.core.replay import COPY, FILL, LAUNCH, LAUNCH_UNCHECKED, Replay, Step
 
-#: Operation kinds of a graph.
-LAUNCH, LAUNCH_UNCHECKED, COPY, FILL = range(4)
+__all__ = ["COPY", "FILL", "LAUNCH", "LAUNCH_UNCHECKED", "CaptureLauncher", "Graph", "own"]
+
+
+def own(handle: Any) -> Handle:
+    """The graph's alias of a recorded handle (ValidationError for one already dropped)."""
+    if not isinstance(handle, Handle) or handle.token is None:
+        raise ValidationError(
+            f"a capture records live handles, got {handle!r}: record the launch with a live handle"
+        )
+    return handle.alias()
 
 
 class Graph:
@@ -34,13 +47,25 @@ class Graph:
         self._ops: list[tuple[Any, ...]] = []
         self._open = True  # recording
         self._closed = False
+        #: The server's native replay of the steps, made when the block ends; None: recorded replay.
+        self._native: Replay | None = None
 
     def __len__(self) -> int:
         return len(self._ops)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "recording" if self._open else f"{len(self._ops)} operations"
+        if self._closed or self._open:
+            state = "closed" if self._closed else "recording"
+        else:
+            state = f"{len(self._ops)} operations, {self.replayed_by}"
         return f"<cubeplug.Graph {state} on {self._client.backend}>"
+
+    @property
+    def replayed_by(self) -> str:
+        """What replays this graph: the backend's native replay (e.g. "cuda graph") or "recorded"
+        (each step through the client's launch path)."""
+        native = self._native
+        return "recorded" if native is None else native.kind
 
     @property
     def closed(self) -> bool:
@@ -51,9 +76,25 @@ class Graph:
         """Add an operation (the capture block's client calls, through the capture launcher)."""
         self._ops.append(op)
 
-    def seal(self) -> None:
-        """End the recording (the capture block exited)."""
+    def seal(self, new_replay: Callable[[Sequence[Step]], Replay | None]) -> None:
+        """End the recording (the capture block exited) and ask for a native replay of the steps
+        (``new_replay`` is the server's, called under the client's lock)."""
         self._open = False
+        if self._ops:
+            self._native = new_replay(self.steps())
+
+    def steps(self) -> list[Step]:
+        """The recorded operations as :class:`~cubeplug.core.replay.Step` records."""
+        steps = []
+        for op in self._ops:
+            kind = op[0]
+            if kind <= LAUNCH_UNCHECKED:
+                steps.append(Step(kind, tuple(op[3]), op[5], op[2], tuple(op[4])))
+            elif kind == COPY:
+                steps.append(Step(kind, (op[1], op[2])))
+            else:
+                steps.append(Step(kind, (op[1],), pattern=op[4]))
+        return steps
 
     def replay(self, times: int = 1) -> None:
         """Run the recorded work ``times`` times, in order, on the calling thread's stream."""
@@ -64,6 +105,10 @@ class Graph:
         if isinstance(times, bool) or not isinstance(times, int) or times < 0:
             raise CaptureError(f"replay(times) takes a non-negative int, got {times!r}")
         client = self._client
+        native = self._native
+        if native is not None and client.capturing() is None:  # inside a capture: recorded below
+            client.run_replay(native, times)
+            return
         launch, unchecked = client.launch, client.launch_unchecked
         copy, fill = client.copy, client.fill
         for _ in range(times):
@@ -82,6 +127,9 @@ class Graph:
         """Release the graph: its handles' memory is free once nothing else holds it."""
         self._closed = True
         self._ops = []
+        native, self._native = self._native, None
+        if native is not None:
+            native.close()
 
     def __enter__(self) -> Graph:
         return self
@@ -156,4 +204,5 @@ class CaptureLauncher:
             else:
                 vals = list(scalars)
             real.plan(kernel, mode)
-        return (kind, kernel, count, bufs, vals)
+            compiled = real.compiled[kernel, mode]
+        return (kind, kernel, count, [own(b) for b in bufs], vals, compiled)

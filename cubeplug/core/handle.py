@@ -103,6 +103,11 @@ class Handle:
         # References: this handle's slot, the local name, getrefcount's argument.
         return sys.getrefcount(memory) <= _BASE_REFS
 
+    def alias(self) -> Handle:
+        """Another handle of the same view, holding the memory on its own (a graph keeps its
+        memory through aliases, so the user's ``drop()`` of a handle cannot release it)."""
+        return Handle(self.token, self.owner, self.nbytes, self.stream, self.start, self.end)  # type: ignore[arg-type]
+
     def drop(self) -> None:
         """Release this handle's hold on its memory now; using it afterwards is an error."""
         self.token = None

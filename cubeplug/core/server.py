@@ -48,6 +48,7 @@ from cubeplug.core.memory import (
 from cubeplug.core.memory.guard import RedZones
 from cubeplug.core.plans import QueueCode
 from cubeplug.core.profile import ProfileDuration, ProfileToken
+from cubeplug.core.replay import Replay, Step
 from cubeplug.core.storage import ComputeStorage, MemoryProperties
 from cubeplug.core.stream import StreamPool, current_stream_id, thread_streams
 
@@ -313,6 +314,14 @@ class ComputeServer(ABC):
         """The launcher of this server's client (:mod:`cubeplug.core.launcher`). A backend with a
         faster launch path returns its subclass of :class:`~cubeplug.core.launcher.Launcher` here."""
         return Launcher(self, settings)
+
+    def new_replay(self, steps: Sequence[Step]) -> Replay | None:
+        """A native replay of a captured graph's ``steps`` (:mod:`cubeplug.core.replay`), or None:
+        the graph then replays them through the launcher, which every backend supports. A backend
+        returns its own (a CUDA graph, a whole replay in one submit) for the steps it can replay
+        natively, and None for the others (for example a dynamic ``CubeCount``). Called under the
+        client's lock when a capture block ends."""
+        return None
 
     def queue_code(self, kernel: Kernel, compiled: Compiled) -> QueueCode | None:
         """The backend's launch of ``kernel`` as source for the checked plan to inline

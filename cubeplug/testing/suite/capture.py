@@ -121,3 +121,82 @@ class TestCapture:
         c.close()
         with pytest.raises(ValidationError, match="closed"):
             graph.replay()
+
+    def test_the_graph_keeps_memory_its_user_dropped(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 48
+        x = c.create(np.full(n, 10, np.int32))
+        y = c.create(np.zeros(n, np.int32))
+        with c.capture() as graph:
+            c.launch(k, kernels.cubes(n), [x], [n])
+            c.copy(x, y)
+        x.drop()  # the user's handle only: the graph holds the memory through its own
+        decoys = [c.create(np.full(n, -1, np.int32)) for _ in range(4)]  # would take freed memory
+        graph.replay(3)
+        np.testing.assert_array_equal(c.to_numpy(y, "i32"), np.full(n, 13))
+        for d in decoys:
+            np.testing.assert_array_equal(c.to_numpy(d, "i32"), np.full(n, -1))
+
+    def test_a_dropped_handle_is_refused_when_recorded(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        x = c.create(np.zeros(16, np.int32))
+        y = c.create(np.zeros(16, np.int32))
+        x.drop()
+        with c.capture() as graph:
+            with pytest.raises(ValidationError):
+                c.launch_unchecked(k, kernels.cubes(16), [x], [16])
+            with pytest.raises(ValidationError):
+                c.copy(x, y)
+        assert len(graph) == 0
+        graph.replay()  # an empty graph replays nothing
+
+    def test_a_replay_inside_a_capture_is_recorded(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 32
+        x = c.create(np.zeros(n, np.int32))
+        with c.capture() as inner:
+            c.launch(k, kernels.cubes(n), [x], [n])
+            c.launch(k, kernels.cubes(n), [x], [n])
+        with c.capture() as outer:
+            inner.replay(2)  # recorded into outer: nothing runs now
+            c.fill(x.offset_end(4 * (n - 1)), 100, "i32")
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.zeros(n))
+        assert len(outer) == 5
+        outer.replay(2)
+        expected = np.full(n, 8)
+        expected[0] = 100
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), expected)
+        assert isinstance(outer.replayed_by, str) and outer.replayed_by in repr(outer)
+
+    def test_replays_from_two_threads_are_each_ordered(self, cubeplug_fresh_client: Any) -> None:
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 64
+        bufs = [c.create(np.zeros(n, np.int32)) for _ in range(2)]
+        graphs = []
+        for b in bufs:
+            with c.capture() as g:
+                for _ in range(5):
+                    c.launch(k, kernels.cubes(n), [b], [n])
+            graphs.append(g)
+        errors: list[BaseException] = []
+
+        def run(g: Any) -> None:
+            try:
+                for _ in range(4):
+                    g.replay()
+                c.sync()
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        workers = [threading.Thread(target=run, args=(g,)) for g in graphs]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(120)
+        assert not errors
+        for b in bufs:
+            np.testing.assert_array_equal(c.to_numpy(b, "i32"), np.full(n, 20))

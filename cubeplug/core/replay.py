@@ -1,0 +1,70 @@
+"""What a captured graph hands its server to replay natively: the recorded steps, and :class:`Replay`.
+
+A graph (:mod:`cubeplug.core.graph`) records launches, copies and fills as :class:`Step` records,
+each already checked, its kernel compiled and its fill pattern encoded. When the capture block
+ends, the graph asks its server for a native replay (``ComputeServer.new_replay(steps)``): the CUDA
+backend records them into a CUDA graph, WebGPU pre-builds its dispatches and submits a whole replay
+at once, OpenCL pre-binds every argument. A server that returns None (the default, and what a
+backend returns for steps it cannot replay natively) gets the recorded replay, which runs the steps
+through the client's launch path: every backend, third-party ones included, can replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import CubeCount
+from cubeplug.core.launcher import Compiled
+
+#: Kinds of steps (and of the operations a graph records).
+LAUNCH, LAUNCH_UNCHECKED, COPY, FILL = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One recorded operation, ready to be replayed by a backend.
+
+    A launch has its ``compiled`` kernel (in the launch's mode), ``count`` (static unless
+    ``count.handle`` is set), ``handles`` (the buffers, in order) and checked ``scalars``. A copy has
+    ``handles == (src, dst)``; a fill ``handles == (handle,)`` and the ``pattern`` of one element.
+    The handles are the graph's own: they hold the memory for the graph's lifetime.
+    """
+
+    kind: int
+    handles: tuple[Handle, ...]
+    compiled: Compiled | None = None
+    count: CubeCount | None = None
+    scalars: tuple[Any, ...] = ()
+    pattern: bytes = b""
+
+    @property
+    def is_launch(self) -> bool:
+        return self.kind <= LAUNCH_UNCHECKED
+
+
+class Replay(Protocol):
+    """A backend's native replay of a graph's steps (made by ``ComputeServer.new_replay``)."""
+
+    #: What replays, in words (shown by ``repr(graph)`` and ``graph.replayed_by``), e.g. "cuda graph".
+    kind: str
+
+    def run(self, stream_id: int, times: int) -> None:
+        """Queue the steps ``times`` times on ``stream_id``, after the work of other streams that
+        their handles wait for, like a launch. Called under the client's lock."""
+
+    def close(self) -> None:
+        """Release what the replay holds on the device (called once; the graph is closed)."""
+
+
+def unique_handles(steps: Sequence[Step]) -> tuple[Handle, ...]:
+    """Every handle the steps use, once each (in first-use order): what a replay orders its stream
+    with (a replay of 1000 launches on two buffers waits for two, not 2000)."""
+    seen: dict[int, Handle] = {}
+    for step in steps:
+        for h in step.handles:
+            seen.setdefault(id(h), h)
+    return tuple(seen.values())
+
