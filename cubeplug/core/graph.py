@@ -89,7 +89,10 @@ class Graph:
         for op in self._ops:
             kind = op[0]
             if kind <= LAUNCH_UNCHECKED:
-                steps.append(Step(kind, tuple(op[3]), op[5], op[2], tuple(op[4])))
+                count = op[2]
+                if count.handle is None and not (count.x and count.y and count.z):
+                    continue  # no cubes: the launch path runs nothing either
+                steps.append(Step(kind, tuple(op[3]), op[5], count, op[6]))
             elif kind == COPY:
                 steps.append(Step(kind, (op[1], op[2])))
             else:
@@ -200,9 +203,11 @@ class CaptureLauncher:
         with real.settings.lock:
             if checked:
                 check_buffers(real.server, kernel, bufs)
-                vals = list(kernel.check_scalars(scalars))
+                vals = tuple(kernel.check_scalars(scalars))
             else:
-                vals = list(scalars)
+                vals = tuple(scalars)
             real.plan(kernel, mode)
             compiled = real.compiled[kernel, mode]
-        return (kind, kernel, count, [own(b) for b in bufs], vals, compiled)
+        # The recorded replay relaunches with the caller's own scalars (Python numbers, which the
+        # plans take inline; checked values are numpy scalars), a native one gets checked values.
+        return (kind, kernel, count, [own(b) for b in bufs], list(scalars), compiled, vals)

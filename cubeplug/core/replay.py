@@ -42,7 +42,23 @@ class Step:
 
     @property
     def is_launch(self) -> bool:
+        """A launch, checked or not (its ``compiled``, ``count`` and ``scalars`` are set)."""
         return self.kind <= LAUNCH_UNCHECKED
+
+    @property
+    def is_copy(self) -> bool:
+        """A copy of ``handles[0]`` into ``handles[1]`` (same size, checked not to overlap)."""
+        return self.kind == COPY
+
+    @property
+    def is_fill(self) -> bool:
+        """A fill of ``handles[0]`` with ``pattern`` repeated (its size a multiple of it)."""
+        return self.kind == FILL
+
+    @property
+    def dynamic(self) -> bool:
+        """A launch whose cube count is read from device memory (``CubeCount.dynamic``)."""
+        return self.count is not None and self.count.handle is not None
 
 
 class Replay(Protocol):

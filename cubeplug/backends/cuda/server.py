@@ -20,9 +20,10 @@ from cubeplug.backends.cuda.device import DeviceGuard, DeviceProperties, query
 from cubeplug.backends.cuda.interop import cupy_view
 from cubeplug.backends.cuda.launch import driver_available
 from cubeplug.backends.cuda.options import CudaOptions, parse_options
+from cubeplug.backends.cuda.replay import CudaReplay, capturable
 from cubeplug.backends.cuda.storage import CudaStorage
 from cubeplug.backends.cuda.stream import CudaStream, CudaStreams, map_cuda_error
-from cubeplug.backends.cuda.transfers import D2H, SNAPSHOT_MIN, CudaTransfers
+from cubeplug.backends.cuda.transfers import D2D, D2H, SNAPSHOT_MIN, CudaTransfers
 from cubeplug.plugin import (
     DTYPES,
     Buffer,
@@ -39,8 +40,10 @@ from cubeplug.plugin import (
     MemoryProperties,
     MultiStream,
     QueueCode,
+    Step,
     ValidationError,
     device_setup,
+    unique_handles,
 )
 
 #: Byte alignment required of a bound view's offset: covers every scalar and float4/int4/double2.
@@ -203,6 +206,38 @@ class CudaServer(CudaTransfers):
             raise
         except Exception as e:
             raise self._launch_error(program, grid, e) from e
+
+    def new_replay(self, steps: Sequence[Step]) -> CudaReplay | None:
+        """The graph's steps as a CUDA graph (:mod:`~cubeplug.backends.cuda.replay`), queued once on a
+        private stream in capture mode; None for steps a CUDA graph cannot hold."""
+        import cupy
+
+        if not capturable(list(steps)):
+            return None
+        self.guard()
+        capture = CudaStream(cupy.cuda.Stream(non_blocking=True), self.device)
+        capture.cupy.begin_capture()  # relaxed: other threads may allocate meanwhile
+        try:
+            for step in steps:
+                if step.is_launch:
+                    assert step.compiled is not None and step.count is not None
+                    count = step.count
+                    grid = (count.x, count.y, count.z)
+                    self.check_count(*grid)
+                    pointers = [self._ptr(h) for h in step.handles]
+                    program: CudaProgram = step.compiled.program
+                    program.launch(capture, grid, pointers, step.scalars)
+                elif step.is_copy:
+                    src, dst = step.handles
+                    self._memcpy(self._ptr(dst), self._ptr(src), src.size, D2D, capture.ptr)
+                else:
+                    (handle,) = step.handles
+                    self._memset(self._ptr(handle), step.pattern[0], handle.size, capture.ptr)
+        except BaseException:
+            capture.cupy.end_capture()  # a stream must leave capture mode whatever happened
+            raise
+        graph = capture.cupy.end_capture()
+        return CudaReplay(graph, self.multistream, self.guard, unique_handles(steps))
 
     def queue_code(self, kernel: Kernel, compiled: Compiled) -> QueueCode | None:
         """:meth:`execute`'s pointers, packing and ``cuLaunchKernel`` as source, for the kernel's

@@ -17,6 +17,7 @@ callbacks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cubeplug.backends.webgpu.health import DeviceHealth
@@ -25,8 +26,9 @@ from cubeplug.plugin import Completer, CubeplugError, LaunchError
 
 #: Task kinds, the first item of every task tuple (launches first: ``op <= INDIRECT`` is a launch).
 #: COPY is one ``copy_buffer_to_buffer``; COPY_VIA two, through a scratch buffer (a copy within one
-#: buffer, which ``copy_buffer_to_buffer`` refuses); CLEAR a ``clear_buffer`` (zeros).
-DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP, COPY_VIA, CLEAR = range(8)
+#: buffer, which ``copy_buffer_to_buffer`` refuses); CLEAR a ``clear_buffer`` (zeros); REPLAY a
+#: captured graph's tasks, encoded ``times`` times in place: ``(REPLAY, tasks, times, keep)``.
+DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP, COPY_VIA, CLEAR, REPLAY = range(9)
 #: Bytes of the scalar arena of one segment.
 ARENA_BYTES = 64 << 10
 #: Indirect dispatches per segment (each copies its 12-byte count into a slot of its own).
@@ -105,7 +107,7 @@ class WgpuQueue:
     def describe(tasks: list[tuple[Any, ...]]) -> str:
         """What dropped tasks were: launches, copies, writes and reads."""
         names = {DISPATCH: "launch", INDIRECT: "launch", COPY: "copy", COPY_VIA: "copy", WRITE: "write",
-                 READ: "read", TIMESTAMP: "timestamp", CLEAR: "fill"}  # fmt: skip
+                 READ: "read", TIMESTAMP: "timestamp", CLEAR: "fill", REPLAY: "replay"}  # fmt: skip
         counts: dict[str, int] = {}
         for task in tasks:
             name = names.get(task[0], "task")
@@ -122,21 +124,34 @@ class WgpuQueue:
                 task[2].fail(error)
 
     def _encode(self, batch: list[tuple[Any, ...]]) -> None:
-        """Encode and submit ``batch`` segment by segment. Dispatches are encoded here, with the compute
-        pass and what it last bound in locals (this loop runs once per launch); every other task,
-        and what ends a segment, in the methods below."""
+        """Encode and submit ``batch`` segment by segment."""
         seg = Segment()
+        self._encode_run(seg, batch, -1)
+        if seg.enc is not None or seg.used:
+            self._submit_segment(seg.enc, seg.used, seg.reads, len(batch))
+
+    def _encode_run(self, seg: Segment, tasks: Sequence[tuple[Any, ...]], at: int) -> None:
+        """Encode ``tasks`` into ``seg``: a batch (``at`` is -1), or the tasks of a REPLAY, the
+        batch's task ``at`` (a segment ended inside it counts the tasks before ``at`` as done).
+        Dispatches are encoded here, with the compute pass and what it last bound in locals (this
+        loop runs once per launch); every other task, and what ends a segment, in the methods below."""
         cpass: Any = None
         last_pipe: Any = None
         last_bg: Any = None
         last_off = -1
-        for i, task in enumerate(batch):
+        for i, task in enumerate(tasks):
             op = task[0]
             if op > INDIRECT:
                 if cpass is not None:
                     cpass.end()
                     cpass = None
-                self._encode_other(seg, task, i)
+                if op == REPLAY:
+                    place = i if at < 0 else at
+                    run = task[1]
+                    for _ in range(task[2]):
+                        self._encode_run(seg, run, place)
+                else:
+                    self._encode_other(seg, task, i if at < 0 else at)
                 continue
             sb = task[3]
             off = -1
@@ -147,13 +162,13 @@ class WgpuQueue:
                         if cpass is not None:
                             cpass.end()
                             cpass = None
-                        self._restart(seg, i)
+                        self._restart(seg, i if at < 0 else at)
                     off = self._place(seg, sb)
             if op == INDIRECT:
                 if cpass is not None:
                     cpass.end()
                     cpass = None
-                off = self._indirect_count(seg, task, off, i)
+                off = self._indirect_count(seg, task, off, i if at < 0 else at)
             if cpass is None:
                 if seg.enc is None:
                     seg.enc = self.device.create_command_encoder()
@@ -179,8 +194,6 @@ class WgpuQueue:
                 seg.n_indirect += 1
         if cpass is not None:
             cpass.end()
-        if seg.enc is not None or seg.used:
-            self._submit_segment(seg.enc, seg.used, seg.reads, len(batch))
 
     def _restart(self, seg: Segment, done: int) -> None:
         """Submit what ``seg`` encoded (the batch's first ``done`` tasks) and start it anew, empty."""

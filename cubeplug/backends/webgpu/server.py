@@ -30,6 +30,7 @@ from cubeplug.backends.webgpu.queue import (
     WgpuQueue,
 )
 from cubeplug.backends.webgpu.reads import ReadFuture
+from cubeplug.backends.webgpu.replay import TaskRecorder, WgpuReplay, without_writes
 from cubeplug.backends.webgpu.storage import WgpuStorage
 from cubeplug.plugin import (
     Compiled,
@@ -45,9 +46,11 @@ from cubeplug.plugin import (
     Kernel,
     MemoryProperties,
     Scheduler,
+    Step,
     ValidationError,
     describe,
     device_setup,
+    unique_handles,
 )
 
 #: Bind groups kept per server before the oldest are dropped.
@@ -299,6 +302,39 @@ class WgpuServer(ComputeServer):
         keep = (*[h.token for h in buffers], handle.token)
         task = (INDIRECT, program.pipeline, bind_group, block, self._pages[st.id], offset, keep)
         self.scheduler.register(stream_id, task, (*buffers, handle))
+
+    def new_replay(self, steps: Sequence[Step]) -> WgpuReplay | None:
+        """The graph's steps as the queue tasks the eager calls would queue, made once
+        (:mod:`~cubeplug.backends.webgpu.replay`); None for a dynamic count (read at each launch)."""
+        import wgpu
+
+        if any(step.dynamic for step in steps):
+            return None
+        self.health.check()
+        recorder = TaskRecorder()
+        # The server's own execute, copy and fill build the tasks (one implementation of each):
+        # while they run, the scheduler they queue on is the recorder.
+        scheduler, self.scheduler = self.scheduler, recorder  # type: ignore[assignment]
+        try:
+            for step in steps:
+                if step.is_launch:
+                    assert step.compiled is not None and step.count is not None
+                    self.execute(0, step.compiled, step.count, step.handles, step.scalars)
+                elif step.is_copy:
+                    self.copy(0, step.handles[0], step.handles[1])
+                else:
+                    self.fill(0, step.handles[0], step.pattern)
+        finally:
+            self.scheduler = scheduler
+
+        def upload(data: bytes) -> Any:
+            try:
+                return self.gpu.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.COPY_SRC)
+            except wgpu.GPUError as e:
+                self._lost_or(e)
+
+        tasks = without_writes(recorder.tasks, upload)
+        return WgpuReplay(scheduler, self.health, tasks, unique_handles(steps))
 
     def _copy_program(self) -> WgslProgram:
         if self._copy is None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from cubeplug.core.errors import CaptureError, ValidationError
+from cubeplug.core.kernel import CubeCount
 from cubeplug.testing import gates, kernels
 
 
@@ -200,3 +201,34 @@ class TestCapture:
         assert not errors
         for b in bufs:
             np.testing.assert_array_equal(c.to_numpy(b, "i32"), np.full(n, 20))
+
+    def test_every_kind_of_step_replays(self, cubeplug_fresh_client: Any) -> None:
+        """Steps a native replay may not hold (a count read from the device, a fill of a pattern
+        that is not one repeated byte, a copy within one allocation, views at offsets) replay
+        exactly as the eager calls run, whichever way the backend replays them."""
+        c = cubeplug_fresh_client
+        k = gates.kernel(c, kernels.ADD_ONE)
+        n = 96
+        x = c.create(np.zeros(n, np.int32))
+        count = c.create(np.array([kernels.cubes(n), 1, 1], np.uint32))
+        pair = c.create(np.zeros(2 * n, np.int32))
+        lo, hi = pair.offset_end(4 * n), pair.offset_start(4 * n)
+        with c.capture() as graph:
+            c.launch(k, CubeCount.dynamic(count), [x], [n])
+            c.fill(lo, 7, "i32")  # bytes 07 00 00 00: no one-byte memset
+            c.fill(hi.offset_start(16), 0, "i32")
+            c.launch(k, kernels.cubes(n), [lo], [n])
+            c.copy(lo, hi)  # within one allocation
+            c.fill(x.offset_start(4 * (n - 4)), -1, "i32")  # 0xff bytes, at an offset
+        for times in (1, 3):
+            graph.replay(times)
+        model_x = np.zeros(n, np.int32)
+        model_pair = np.zeros(2 * n, np.int32)
+        for _ in range(4):
+            model_x += 1
+            model_pair[:n] = 8
+            model_pair[n + 4 :] = 0
+            model_pair[n:] = model_pair[:n]
+            model_x[n - 4 :] = -1
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), model_x)
+        np.testing.assert_array_equal(c.to_numpy(pair, "i32"), model_pair)
