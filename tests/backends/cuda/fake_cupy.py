@@ -11,6 +11,7 @@ under their entry name; a source containing ``COMPILE_ERROR_HERE`` fails to comp
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import re
 import struct
@@ -89,6 +90,16 @@ class Runtime(types.ModuleType):
         self.events: dict[int, dict[str, Any]] = {}
         self.calls: list[str] = []
         self.frees = 0
+        #: Streams in capture mode, each with the operations queued on it since (run by a graph).
+        self.capturing: dict[int, list[Callable[[], None]]] = {}
+
+    def deferred(self, stream: int, op: Callable[[], None]) -> bool:
+        """Queue ``op`` in the capture of ``stream`` (True), or say it is not capturing (False)."""
+        ops = self.capturing.get(stream)
+        if ops is None:
+            return False
+        ops.append(op)
+        return True
 
     # devices
     def getDeviceCount(self) -> int:
@@ -190,13 +201,15 @@ class Runtime(types.ModuleType):
         assert isinstance(stream, int)
         self.calls.append(f"memcpyAsync kind={kind} size={size}")
         self._check(dst, src, size, kind)
-        ctypes.memmove(dst, src, size)
+        if not self.deferred(stream, lambda: ctypes.memmove(dst, src, size)):
+            ctypes.memmove(dst, src, size)
 
     def memsetAsync(self, ptr: int, value: int, size: int, stream: int) -> None:
         assert isinstance(stream, int)
         self.calls.append(f"memsetAsync value={value} size={size}")
         self.check_device(ptr, size, "memset destination")
-        ctypes.memset(ptr, value, size)
+        if not self.deferred(stream, lambda: ctypes.memset(ptr, value, size)):
+            ctypes.memset(ptr, value, size)
 
     def memcpy2DAsync(
         self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int, stream: int
@@ -260,11 +273,35 @@ class Stream:
     def synchronize(self) -> None:
         RUNTIME.streamSynchronize(self.ptr)
 
+    def begin_capture(self, mode: Any = None) -> None:
+        assert self.ptr not in RUNTIME.capturing, "this stream captures already"
+        RUNTIME.capturing[self.ptr] = []
+
+    def end_capture(self) -> Graph:
+        return Graph(RUNTIME.capturing.pop(self.ptr))
+
     def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+class Graph:
+    """cupy.cuda.Graph: the operations a capture queued, run in order at each launch."""
+
+    def __init__(self, ops: list[Callable[[], None]]) -> None:
+        self.ops = ops
+        self.launches = 0
+
+    def launch(self, stream: Any = None) -> None:
+        self.launches += 1
+        if not RUNTIME.deferred(stream.ptr if stream is not None else 0, self.run):
+            self.run()
+
+    def run(self) -> None:
+        for op in self.ops:
+            op()
 
 
 class Event:
@@ -321,7 +358,9 @@ class Function:
         if any(g > m for g, m in zip(grid, (2**31 - 1, 65535, 65535), strict=False)):
             raise CUDADriverError("CUDA_ERROR_INVALID_VALUE: invalid argument")
         self.launches += 1
-        KERNELS[self.name](tuple(max(1, g) for g in grid), block, values)
+        run = functools.partial(KERNELS[self.name], tuple(max(1, g) for g in grid), block, values)
+        if not RUNTIME.deferred(stream.ptr, run):
+            run()
 
 
 class RawKernel:
@@ -414,7 +453,9 @@ def launchKernel(
                 values.append(_NP[code](struct.unpack("<" + code, ctypes.string_at(slots[i], size))[0]))
     if gx < 1 or gy < 1 or gz < 1 or gy > 65535 or gz > 65535:
         raise CUDADriverError("CUDA_ERROR_INVALID_VALUE: invalid argument")
-    KERNELS[name]((gx, gy, gz), (bx, by, bz), values)
+    run = functools.partial(KERNELS[name], (gx, gy, gz), (bx, by, bz), values)  # values decoded now
+    if not RUNTIME.deferred(stream, run):
+        run()
 
 
 class RawModule:
@@ -602,6 +643,7 @@ def install(monkeypatch: Any, total: int = 1 << 30) -> Runtime:
         "compiler": compiler,
         "Stream": Stream,
         "Event": Event,
+        "Graph": Graph,
         "UnownedMemory": UnownedMemory,
         "MemoryPointer": MemoryPointer,
         "get_current_stream": get_current_stream,

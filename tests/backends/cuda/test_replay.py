@@ -1,6 +1,6 @@
 """The CUDA replay of a captured graph (backends/cuda/replay.py): a CUDA graph made by stream
-capture, replayed with one cudaGraphLaunch per repetition. On the real GPU only (the fake runtime
-has no stream capture)."""
+capture, replayed with one cudaGraphLaunch per repetition; on the fake runtime (whose capture
+defers what a capturing stream queues) and on the real GPU."""
 
 from __future__ import annotations
 
@@ -8,30 +8,26 @@ import threading
 from typing import Any
 
 import numpy as np
-import pytest
 
 from cubeplug.core.kernel import CubeCount
-from cubeplug.testing import gates, kernels
+from tests.backends.cuda.kernels import ADD_ONE
 
 
-@pytest.fixture
-def gpu_client(client: Any, mode: str) -> Any:
-    if mode != "gpu":
-        pytest.skip("stream capture needs the real CUDA runtime")
-    return client
+def cubes(n: int) -> int:
+    return -(-n // ADD_ONE.cube_dim[0])
 
 
-def test_launches_copies_and_byte_fills_become_a_cuda_graph(gpu_client: Any) -> None:
-    c = gpu_client
-    k = gates.kernel(c, kernels.ADD_ONE)
+def test_launches_copies_and_byte_fills_become_a_cuda_graph(client: Any) -> None:
+    c = client
+    k = ADD_ONE
     n = 1000
     x = c.create(np.zeros(n, np.int32))
     y = c.create(np.zeros(n, np.int32))
     with c.capture() as graph:
         for _ in range(20):
-            c.launch(k, kernels.cubes(n), [x], [n])
+            c.launch(k, cubes(n), [x], [n])
         c.copy(x, y)
-        c.launch_unchecked(k, kernels.cubes(n), [y], [n])
+        c.launch_unchecked(k, cubes(n), [y], [n])
         c.fill(x.offset_start(4 * (n - 8)), -1, "i32")  # 0xff bytes: one memset
     assert graph.replayed_by == "cuda graph"
     graph.replay(3)
@@ -45,9 +41,9 @@ def test_launches_copies_and_byte_fills_become_a_cuda_graph(gpu_client: Any) -> 
     np.testing.assert_array_equal(c.to_numpy(y, "i32"), model_y)
 
 
-def test_what_a_cuda_graph_cannot_hold_replays_through_the_launch_path(gpu_client: Any) -> None:
-    c = gpu_client
-    k = gates.kernel(c, kernels.ADD_ONE)
+def test_what_a_cuda_graph_cannot_hold_replays_through_the_launch_path(client: Any) -> None:
+    c = client
+    k = ADD_ONE
     n = 64
     x = c.create(np.zeros(n, np.int32))
     count = c.create(np.array([1, 1, 1], np.uint32))
@@ -61,17 +57,17 @@ def test_what_a_cuda_graph_cannot_hold_replays_through_the_launch_path(gpu_clien
     np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(n, 9))
 
 
-def test_a_replay_waits_for_another_streams_writes(gpu_client: Any) -> None:
-    c = gpu_client
-    k = gates.kernel(c, kernels.ADD_ONE)
+def test_a_replay_waits_for_another_streams_writes(client: Any) -> None:
+    c = client
+    k = ADD_ONE
     n = 1 << 20
     x = c.create(np.zeros(n, np.int32))
     with c.capture() as graph:
-        c.launch(k, kernels.cubes(n), [x], [n])
+        c.launch(k, cubes(n), [x], [n])
 
     def writer() -> None:
         for _ in range(50):  # queued on this thread's own stream
-            c.launch(k, kernels.cubes(n), [x], [n])
+            c.launch(k, cubes(n), [x], [n])
 
     t = threading.Thread(target=writer)
     t.start()
@@ -80,14 +76,14 @@ def test_a_replay_waits_for_another_streams_writes(gpu_client: Any) -> None:
     np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(n, 51))
 
 
-def test_closing_the_graph_releases_it_and_queued_replays_finish(gpu_client: Any) -> None:
-    c = gpu_client
-    k = gates.kernel(c, kernels.ADD_ONE)
+def test_closing_the_graph_releases_it_and_queued_replays_finish(client: Any) -> None:
+    c = client
+    k = ADD_ONE
     n = 256
     x = c.create(np.zeros(n, np.int32))
     with c.capture() as graph:
         for _ in range(10):
-            c.launch(k, kernels.cubes(n), [x], [n])
+            c.launch(k, cubes(n), [x], [n])
     graph.replay(5)
     graph.close()
     np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(n, 50))
