@@ -24,11 +24,13 @@ from cubeplug.backends.webgpu.health import DeviceHealth
 from cubeplug.backends.webgpu.reads import ReadFuture, StagingPool, map_for_read
 from cubeplug.plugin import Completer, CubeplugError, LaunchError
 
-#: Task kinds, the first item of every task tuple (launches first: ``op <= INDIRECT`` is a launch).
-#: COPY is one ``copy_buffer_to_buffer``; COPY_VIA two, through a scratch buffer (a copy within one
-#: buffer, which ``copy_buffer_to_buffer`` refuses); CLEAR a ``clear_buffer`` (zeros); REPLAY a
-#: captured graph's tasks, encoded ``times`` times in place: ``(REPLAY, tasks, times, keep)``.
-DISPATCH, INDIRECT, COPY, WRITE, READ, TIMESTAMP, COPY_VIA, CLEAR, REPLAY = range(9)
+#: Task kinds, the first item of every task tuple (launches first: ``op <= RUN`` is a launch).
+#: RUN is several dispatches of one pipeline, bind group and scalar block, ``(RUN, pipeline,
+#: bind_group, block, ((x, y, z), ...))``, which only a replay holds. COPY is one
+#: ``copy_buffer_to_buffer``; COPY_VIA two, through a scratch buffer (a copy within one buffer,
+#: which ``copy_buffer_to_buffer`` refuses); CLEAR a ``clear_buffer`` (zeros); REPLAY a captured
+#: graph's tasks, encoded ``times`` times in place: ``(REPLAY, tasks, times, keep)``.
+DISPATCH, INDIRECT, RUN, COPY, WRITE, READ, TIMESTAMP, COPY_VIA, CLEAR, REPLAY = range(10)
 #: Bytes of the scalar arena of one segment.
 ARENA_BYTES = 64 << 10
 #: Indirect dispatches per segment (each copies its 12-byte count into a slot of its own).
@@ -106,8 +108,9 @@ class WgpuQueue:
     @staticmethod
     def describe(tasks: list[tuple[Any, ...]]) -> str:
         """What dropped tasks were: launches, copies, writes and reads."""
-        names = {DISPATCH: "launch", INDIRECT: "launch", COPY: "copy", COPY_VIA: "copy", WRITE: "write",
-                 READ: "read", TIMESTAMP: "timestamp", CLEAR: "fill", REPLAY: "replay"}  # fmt: skip
+        names = {DISPATCH: "launch", INDIRECT: "launch", RUN: "launch", COPY: "copy", COPY_VIA: "copy",
+                 WRITE: "write", READ: "read", TIMESTAMP: "timestamp", CLEAR: "fill",
+                 REPLAY: "replay"}  # fmt: skip
         counts: dict[str, int] = {}
         for task in tasks:
             name = names.get(task[0], "task")
@@ -141,7 +144,7 @@ class WgpuQueue:
         last_off = -1
         for i, task in enumerate(tasks):
             op = task[0]
-            if op > INDIRECT:
+            if op > RUN:
                 if cpass is not None:
                     cpass.end()
                     cpass = None
@@ -189,6 +192,10 @@ class WgpuQueue:
                 last_off = off
             if op == DISPATCH:
                 cpass.dispatch_workgroups(task[4], task[5], task[6])
+            elif op == RUN:  # a replay's dispatches: nothing but the call per dispatch
+                dispatch = cpass.dispatch_workgroups
+                for x, y, z in task[4]:
+                    dispatch(x, y, z)
             else:
                 cpass.dispatch_workgroups_indirect(self._indirect, seg.n_indirect * 16)
                 seg.n_indirect += 1

@@ -30,7 +30,7 @@ from cubeplug.backends.webgpu.queue import (
     WgpuQueue,
 )
 from cubeplug.backends.webgpu.reads import ReadFuture
-from cubeplug.backends.webgpu.replay import TaskRecorder, WgpuReplay, without_writes
+from cubeplug.backends.webgpu.replay import TaskRecorder, WgpuReplay, replay_tasks
 from cubeplug.backends.webgpu.storage import WgpuStorage
 from cubeplug.plugin import (
     Compiled,
@@ -333,7 +333,7 @@ class WgpuServer(ComputeServer):
             except wgpu.GPUError as e:
                 self._lost_or(e)
 
-        tasks = without_writes(recorder.tasks, upload)
+        tasks = replay_tasks(recorder.tasks, upload)
         return WgpuReplay(scheduler, self.health, tasks, unique_handles(steps))
 
     def _copy_program(self) -> WgslProgram:
