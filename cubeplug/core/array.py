@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from cubeplug.core.errors import ValidationError, describe
-from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, tensor_extent
+from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, tensor_extent, view_dims
 from cubeplug.core.kernel import DTYPES, dtype_of
 
 #: DLPack device types (``DLDeviceType``).
@@ -50,14 +50,7 @@ class Array:
             raise ValidationError(f"an Array views a cubeplug Handle, got {describe(handle)}")
         handle.memory()  # ValidationError for a dropped handle
         dt = DTYPES[dtype_of(dtype)]
-        if shape is None:
-            if handle.size % dt.itemsize:
-                raise ValidationError(
-                    f"a view of {handle.size} B is not a whole number of {dt} elements; "
-                    f"give a dtype that fits, or a shape"
-                )
-            shape = (handle.size // dt.itemsize,)
-        dims = check_shape([int(shape)] if isinstance(shape, (int, np.integer)) else shape)
+        dims = view_dims(handle, dt.itemsize, shape)
         steps = contiguous_strides(dims) if strides is None else check_shape(strides)
         if len(steps) != len(dims):
             raise ValidationError(f"strides {steps} do not match shape {dims}: give one per dimension")

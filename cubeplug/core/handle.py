@@ -212,6 +212,20 @@ def check_shape(shape: Iterable[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+def view_dims(handle: Handle, itemsize: int, shape: Any = None) -> tuple[int, ...]:
+    """The dimensions of a view of ``handle`` with elements of ``itemsize`` bytes: ``shape``
+    checked (an int is one dimension), or, without one, the handle's size in elements
+    (ValidationError when it is no whole number of them). Whether they fit is the caller's."""
+    if shape is None:
+        if handle.size % itemsize:
+            raise ValidationError(
+                f"a view of {handle.size} B is not a whole number of {itemsize}-byte elements; "
+                f"give a dtype that fits, or a shape"
+            )
+        return (handle.size // itemsize,)
+    return check_shape([int(shape)] if isinstance(shape, (int, np.integer)) else shape)
+
+
 def tensor_extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
     """Elements spanned by a strided layout (0 for an empty tensor)."""
     if any(s == 0 for s in shape):

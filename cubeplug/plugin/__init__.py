@@ -41,7 +41,7 @@ from cubeplug.core.errors import (
     ValidationError,
     describe,
 )
-from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides
+from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, view_dims
 from cubeplug.core.hostmem import host_address, host_buffer, host_copy, staging_sizes
 from cubeplug.core.kernel import DTYPES, Buffer, CubeCount, ExecutionMode, Kernel, Scalar, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
@@ -128,4 +128,5 @@ __all__ = [
     "staging_sizes",
     "thread_streams",
     "unique_handles",
+    "view_dims",
 ]

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cubeplug.plugin import DTYPES, Handle, ValidationError, check_shape, current_stream_id, dtype_of
+from cubeplug.plugin import DTYPES, Handle, ValidationError, current_stream_id, dtype_of, view_dims
 
 
 class Exporter(Protocol):
@@ -34,15 +34,7 @@ def view_shape(
 ) -> tuple[tuple[int, ...], np.dtype[Any], int]:
     """(shape, dtype, bytes) of a view of ``handle``; ValidationError when it does not fit."""
     dt = DTYPES[dtype_of(dtype)]
-    if shape is None:
-        if handle.size % dt.itemsize:
-            raise ValidationError(
-                f"a view of {handle.size} B is not a whole number of {dt} elements; "
-                f"pass a shape or a dtype that fits"
-            )
-        dims: tuple[int, ...] = (handle.size // dt.itemsize,)
-    else:
-        dims = check_shape(shape)
+    dims = view_dims(handle, dt.itemsize, shape)
     nbytes = math.prod(dims) * dt.itemsize
     if nbytes > handle.size:
         raise ValidationError(
