@@ -166,16 +166,10 @@ class PluginRegistry:
         if isinstance(exc, PluginError):
             err = exc
         elif entry.dist == IN_PROCESS:
-            err = PluginError(f"in-process plugin {entry.value} {what}", cause=exc)
+            err = self._error(entry, what, cause=exc)
         else:
-            err = PluginError(
-                f"plugin {entry.name!r} {what}",
-                dist=entry.dist,
-                version=entry.version,
-                entry_point=f"{entry.name} = {entry.value}",
-                cause=exc,
-                remedy=f"{remedy}, or block it with CUBEPLUG_DISABLE={entry.name}",
-            )
+            remedy = f"{remedy}, or block it with CUBEPLUG_DISABLE={entry.name}"
+            err = self._error(entry, f"plugin {entry.name!r} {what}", remedy, cause=exc)
         detail = str(exc).split("; ")[0] if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
         entry.status, entry.reason, entry.error = "failed", f"{what}: {detail}", err
         log.warning("%s", err)
@@ -258,14 +252,19 @@ class PluginRegistry:
                 remedy=f"uninstall one of {other.dist} and {entry.dist}",
             )
 
-    def _error(self, entry: PluginEntry, message: str, remedy: str | None = None) -> PluginError:
+    def _error(
+        self, entry: PluginEntry, message: str, remedy: str | None = None, cause: BaseException | None = None
+    ) -> PluginError:
+        """The PluginError of ``entry``: an in-process plugin named by its module, an installed one
+        by its distribution, version and entry point."""
         if entry.dist == IN_PROCESS:
-            return PluginError(f"in-process plugin {entry.value}: {message}", remedy=remedy)
+            return PluginError(f"in-process plugin {entry.value}: {message}", remedy=remedy, cause=cause)
         return PluginError(
             message,
             dist=entry.dist,
             version=entry.version,
             entry_point=f"{entry.name} = {entry.value}",
+            cause=cause,
             remedy=remedy or f"report it to the authors of {entry.dist}",
         )
 
@@ -409,14 +408,7 @@ class PluginRegistry:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            raise PluginError(
-                f"{hook} of backend {name!r} raised",
-                dist=entry.dist,
-                version=entry.version,
-                entry_point=f"{entry.name} = {entry.value}",
-                cause=exc,
-                remedy=f"report it to the authors of {entry.dist}",
-            ) from exc
+            raise self._error(entry, f"{hook} of backend {name!r} raised", cause=exc) from exc
         if result is None:
             if optional:
                 return None
