@@ -12,6 +12,8 @@ kernel and handle types, the errors) it holds the pieces every backend needs:
 - launching and streams: :class:`MultiStream` over an :class:`EventStreamBackend`, or the
   :class:`Scheduler` of a single-queue device; :class:`Launcher`, :class:`LaunchSettings` and
   :class:`QueueCode` for a faster launch path; :data:`thread_streams` and :func:`current_stream_id`;
+- native graph replay: :class:`Step`, :class:`Replay`, :func:`unique_handles` and the step kinds
+  (``COPY``, ``FILL``, ``LAUNCH``, ``LAUNCH_UNCHECKED``) of :mod:`cubeplug.core.replay`;
 - host memory: :func:`host_buffer`, :func:`host_copy`, :func:`host_address`, :func:`staging_sizes`,
   and :class:`StagingPool` (:mod:`cubeplug.plugin.staging`) for staging blocks;
 - completing reads off the caller's thread: :class:`Completer` and :class:`EventFuture`
@@ -46,6 +48,7 @@ from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import SliceToken
 from cubeplug.core.paths import cache_dir
 from cubeplug.core.plans import QueueCode
+from cubeplug.core.replay import COPY, FILL, LAUNCH, LAUNCH_UNCHECKED, Replay, Step, unique_handles
 from cubeplug.core.scheduler import Scheduler
 from cubeplug.core.server import Compiled, ComputeServer
 from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
@@ -63,7 +66,11 @@ from cubeplug.plugin.staging import MIN_BLOCK, StagingPool, size_class
 
 __all__ = [
     "API_VERSION",
+    "COPY",
     "DTYPES",
+    "FILL",
+    "LAUNCH",
+    "LAUNCH_UNCHECKED",
     "MIN_BLOCK",
     "BackendSpec",
     "BackendUnavailableError",
@@ -96,10 +103,12 @@ __all__ = [
     "PluginError",
     "Probe",
     "QueueCode",
+    "Replay",
     "Scalar",
     "Scheduler",
     "SliceToken",
     "StagingPool",
+    "Step",
     "StorageHandle",
     "StreamState",
     "Tensor",
@@ -122,4 +131,5 @@ __all__ = [
     "size_class",
     "staging_sizes",
     "thread_streams",
+    "unique_handles",
 ]
