@@ -7,13 +7,15 @@ graph's handles once per replay, then ``pin`` when memory of another stream is u
 - :class:`CommandBufferReplay` (``graph.replayed_by == "cl_khr_command_buffer"``), where the device
   has the extension (PoCL 3.1 does; NVIDIA's driver may) and ``[backends.opencl] command_buffers``
   is on: the steps are recorded once into a command buffer, which a replay enqueues ``times`` times
-  with one call each. A command captures the kernel arguments set when it is recorded, so each
-  launch is recorded on the replay's own clone of its kernel right after its arguments were set;
-  the commands of a command buffer are ordered by sync points only (not by the queue), so each one
-  waits on the sync point of the one before. A command buffer belongs to the queue it was made
-  for: one is recorded per stream's queue, for the capturing thread's stream when the graph is
-  sealed (a driver that refuses it there gets the pre-bound replay instead) and for any other
-  stream at its first replay. Enqueued again while still pending, a command buffer needs the
+  with one call each. The spec has a command capture the kernel arguments set when it is recorded,
+  but PoCL 3.1 copies them from the kernel when the command buffer is enqueued (two launches of
+  one kernel object with other scalars both ran with the last ones: ``test_replays_equal_numpy``),
+  so each launch is recorded on a kernel object of its own, bound once, as the pre-bound replay
+  binds them. The commands of a command buffer are ordered by sync points only (not by the
+  queue), so each one waits on the sync point of the one before. A command buffer belongs to the
+  queue it was made for: one is recorded per stream's queue, for the capturing thread's stream
+  when the graph is sealed (a driver that refuses it there gets the pre-bound replay instead) and
+  for any other stream at its first replay. Enqueued again while still pending, a command buffer needs the
   simultaneous-use flag: where the device offers it (PoCL does) the buffer is made with it, else a
   queue keeps up to :data:`RING` copies and reuses each one once its previous enqueue completed
   (waited for on the host when all are pending).
@@ -277,6 +279,23 @@ class _OpenCLReplay:
         self._handles = handles
         self._lock = threading.Lock()
         self._closed = False
+        # A kernel object of the replay's own per launch, its arguments all set now and never again:
+        # one per distinct kernel and arguments (a graph of 1000 launches of one kernel on the same
+        # buffers binds one; clCreateKernel and setting arguments cost microseconds each).
+        clones: dict[tuple[Any, ...], OpenCLProgram] = {}
+        #: The bound kernel of each step (None: not a launch).
+        self._kernels: list[OpenCLProgram | None] = []
+        for op in ops:
+            clone = None
+            if isinstance(op, _Launch):
+                scalars = tuple((type(v), repr(v)) for v in op.scalars)  # repr: -0.0 is not 0.0
+                key = (id(op.compiled), tuple(map(id, op.mems)), scalars)
+                clone = clones.get(key)
+                if clone is None:
+                    clone = clones[key] = clone_program(op.prog, op.compiled.kernel)
+                    bind(clone, op)
+            self._kernels.append(clone)
+        self._clones = list(clones.values())
 
     def run(self, stream_id: int, times: int) -> None:
         """Queue the steps ``times`` times on the stream, after what their memory waits for."""
@@ -305,6 +324,10 @@ class _OpenCLReplay:
             self._release()
             self._ops = []
             self._handles = ()
+            for clone in self._clones:
+                clone.forget_bindings()
+            self._clones = []
+            self._kernels = []
 
     def _release(self) -> None:
         raise NotImplementedError
@@ -341,25 +364,17 @@ class PreboundReplay(_OpenCLReplay):
 
     def __init__(self, server: Any, ops: list[_Op], handles: tuple[Handle, ...], batch: Any) -> None:
         super().__init__(server, ops, handles)
-        # One kernel per distinct kernel and arguments: a graph of 1000 launches of one kernel on
-        # the same buffers binds one (clCreateKernel and setting arguments cost microseconds).
-        clones: dict[tuple[Any, ...], OpenCLProgram] = {}
         items: list[Any] = []
-        for op in ops:
-            if isinstance(op, _Launch):
-                scalars = tuple((type(v), repr(v)) for v in op.scalars)  # repr: -0.0 is not 0.0
-                key = (id(op.compiled), tuple(map(id, op.mems)), scalars)
-                clone = clones.get(key)
-                if clone is None:
-                    clone = clones[key] = clone_program(op.prog, op.compiled.kernel)
-                    bind(clone, op)
+        for op, clone in zip(ops, self._kernels, strict=True):
+            if clone is not None:
+                assert isinstance(op, _Launch)
                 items.append((clone.kernel, op.size, clone.local))
             elif isinstance(op, _Copy):
                 items.append(functools.partial(server.enqueue_copy, src=op.src, dst=op.dst))
             else:
+                assert isinstance(op, _Fill)
                 items.append(functools.partial(server.enqueue_fill, handle=op.handle, pattern=op.pattern))
-        self._clones = list(clones.values())
-        self._batch = batch(items)
+        self._batch: Any = batch(items)
 
     def _enqueue(self, queue: Any, times: int) -> None:
         try:
@@ -377,9 +392,6 @@ class PreboundReplay(_OpenCLReplay):
 
     def _release(self) -> None:
         self._batch = None
-        for clone in self._clones:
-            clone.forget_bindings()
-        self._clones = []
 
 
 class _QueueBuffers:
@@ -405,11 +417,6 @@ class CommandBufferReplay(_OpenCLReplay):
     ) -> None:
         super().__init__(server, ops, handles)
         self._api = api
-        # One clone per kernel: its arguments are set right before each launch is recorded.
-        self._clones: dict[int, OpenCLProgram] = {}
-        for op in ops:
-            if isinstance(op, _Launch) and id(op.compiled) not in self._clones:
-                self._clones[id(op.compiled)] = clone_program(op.prog, op.compiled.kernel)
         self._patterns: list[Any] = []  # the fill patterns' memory, alive while commands use it
         self._queues: dict[int, _QueueBuffers] = {}
         # The command buffers are released with the replay even if the graph is never closed; at
@@ -443,13 +450,12 @@ class CommandBufferReplay(_OpenCLReplay):
             pages = self._server.cl_storage.page
             extra = (None,) if api.with_properties else ()
             previous: Any = None
-            for op in self._ops:
+            for op, clone in zip(self._ops, self._kernels, strict=True):
                 point = _UINT(0)
                 # Each command waits on the one before: a command buffer orders by sync points only.
                 wait = (1, ctypes.byref(previous)) if previous is not None else (0, None)
                 if isinstance(op, _Launch):
-                    clone = self._clones[id(op.compiled)]
-                    bind(clone, op)  # the command takes the arguments set now
+                    assert clone is not None
                     code = api.ndrange(cb, None, None, clone.kernel.int_ptr, 3, None, _SIZE3(*op.size),
                                        _SIZE3(*clone.local), *wait, ctypes.byref(point), None)
                     call = "clCommandNDRangeKernelKHR"
@@ -524,9 +530,6 @@ class CommandBufferReplay(_OpenCLReplay):
 
     def _release(self) -> None:
         self._finalizer()
-        for clone in self._clones.values():
-            clone.forget_bindings()
-        self._clones = {}
         self._patterns = []
 
 
