@@ -15,10 +15,11 @@ graph's handles once per replay, then ``pin`` when memory of another stream is u
   queue), so each one waits on the sync point of the one before. A command buffer belongs to the
   queue it was made for: one is recorded per stream's queue, for the capturing thread's stream
   when the graph is sealed (a driver that refuses it there gets the pre-bound replay instead) and
-  for any other stream at its first replay. Enqueued again while still pending, a command buffer needs the
-  simultaneous-use flag: where the device offers it (PoCL does) the buffer is made with it, else a
-  queue keeps up to :data:`RING` copies and reuses each one once its previous enqueue completed
-  (waited for on the host when all are pending).
+  for any other stream at its first replay. Before version 0.9.7 of the extension, a command
+  buffer enqueued again while still pending needs the simultaneous-use flag: where the device
+  offers it (PoCL 3.1 does) the buffer is made with it, else a queue keeps up to :data:`RING`
+  copies and reuses each one once its previous enqueue completed (waited for on the host when all
+  are pending). From 0.9.7 on, any command buffer may be (the flag is gone).
 - :class:`PreboundReplay` (``"pre-bound kernels"``), everywhere else: every launch has a kernel
   object of its own (one per distinct kernel and arguments) whose arguments were all set when the
   graph was sealed, and a replay only enqueues, through the C loop ``_fastlaunch.Batch`` (or
@@ -137,8 +138,13 @@ class CommandBufferApi:
         caps = ctypes.c_uint64(0)
         if info(device, _DEVICE_COMMAND_BUFFER_CAPABILITIES, 8, ctypes.byref(caps), None) != 0:
             caps.value = 0
-        #: Whether a command buffer may be enqueued again while pending (made with the flag then).
-        self.simultaneous = bool(caps.value & _CAPABILITY_SIMULTANEOUS_USE)
+        if version >= (0, 9, 7):
+            # Since 0.9.7 every command buffer may be enqueued while pending; the flag is gone.
+            self.simultaneous, self.flag = True, False
+        else:
+            #: Whether a command buffer may be enqueued again while pending, and whether it must be
+            #: made with the simultaneous-use flag for it.
+            self.simultaneous = self.flag = bool(caps.value & _CAPABILITY_SIMULTANEOUS_USE)
 
 
 _apis: dict[int, CommandBufferApi | None] = {}
@@ -441,7 +447,7 @@ class CommandBufferReplay(_OpenCLReplay):
         err = _INT(0)
         q = _P(int(queue.int_ptr))
         props = None
-        if api.simultaneous:
+        if api.flag:
             props = (ctypes.c_uint64 * 3)(_COMMAND_BUFFER_FLAGS, _SIMULTANEOUS_USE, 0)
         cb = api.create(1, ctypes.byref(q), props, ctypes.byref(err))
         if err.value or not cb:

@@ -52,6 +52,7 @@ def client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     if request.param == "command-buffer-ring":
         assert api is not None
         monkeypatch.setattr(api, "simultaneous", False)  # as on a device without simultaneous use
+        monkeypatch.setattr(api, "flag", False)
     if request.param == "prebound-c" and launch_path.load() is None:
         c.close()
         pytest.skip(f"the C launcher is not in use: {launch_path.status()}")
