@@ -5,7 +5,8 @@
 selector ``opencl:<filter>:N`` arrives as ``filter`` and takes the place of ``platform`` (or of
 ``device_type`` when it is ``gpu``, ``cpu`` or ``accelerator``). ``profiling`` (default true) opens
 the queues with profiling so that ``client.profile`` times on the device. ``native_launch`` (default
-true) launches through the compiled launcher when it is built (``launch_path.py``).
+true) launches through the compiled launcher when it is built (``launch_path.py``), and replays
+pre-bound graphs through its C loop.
 ``command_buffers`` (default true) replays captured graphs through ``cl_khr_command_buffer`` where
 the device has it; false: through pre-bound kernels (``replay.py``).
 """
@@ -28,7 +29,8 @@ class OpenCLOptions:
     platform: str | None = None
     device_type: str = "all"
     profiling: bool = True
-    #: Launch through the compiled launcher (launch_path.py) when it is built; false: Python only.
+    #: Launch (and replay pre-bound graphs) through the compiled extension when it is built;
+    #: false: Python only.
     native_launch: bool = True
     #: Replay graphs through cl_khr_command_buffer where the device has it; false: pre-bound kernels.
     command_buffers: bool = True
