@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cubeplug import CubeCount, ValidationError
+from cubeplug import CubeCount, ExecutionMode, LaunchError, ValidationError
 from cubeplug.backends.opencl import launch_path, replay
+from cubeplug.backends.opencl.compiler import clone_program
 from tests.backends.opencl.conftest import make_client, requires_opencl
 from tests.backends.opencl.kernels import ADD_ONE, AXPY, FILL
 from tests.backends.opencl.test_release import _opencl_garbage
@@ -246,3 +247,45 @@ def test_closing_the_client_releases_open_graphs(client: Any) -> None:
         graphs[0].replay()
     del c, natives
     assert _opencl_garbage() == []
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c", "python"])
+def test_batch_steps_and_driver_errors(native: bool) -> None:
+    # The C loop and its Python twin: launches and callables in order, ``times`` over; a driver
+    # error names the step and the code (the replay turns it into a LaunchError).
+    import pyopencl as cl
+
+    module = launch_path.load()
+    if native and module is None:
+        pytest.skip(f"the C launcher is not in use: {launch_path.status()}")
+    batch_type = module.Batch if native else replay.PythonBatch
+    c = make_client(opencl={"command_buffers": False, "native_launch": native})
+    try:
+        server = c._server
+        x = c.create(np.zeros(64, np.int32))
+        compiled = server.compile_kernel(ADD_ONE, ExecutionMode.CHECKED)
+        clone = clone_program(compiled.program, ADD_ONE)
+        replay.bind(clone, replay._Launch(compiled, (server.bound_buffer(x),), (64,), (64, 1, 1)))
+        c.sync()
+        queue = server.multistream.streams.get(0).stream
+        seen: list[Any] = []
+        batch_type([(clone.kernel, (64, 1, 1), (64, 1, 1)), seen.append]).run(queue, 3)
+        queue.finish()
+        assert seen == [queue] * 3
+        np.testing.assert_array_equal(c.to_numpy(x, "i32"), np.full(64, 3))
+        too_wide = batch_type([seen.append, (clone.kernel, (1 << 20, 1, 1), (1 << 20, 1, 1))])
+        with pytest.raises(RuntimeError) as info:
+            too_wide.run(queue, 1)
+        call, index, code = info.value.args
+        assert (call, index) == ("clEnqueueNDRangeKernel", 1)
+        assert code in {cl.status_code.INVALID_WORK_GROUP_SIZE, cl.status_code.INVALID_WORK_ITEM_SIZE}
+        with c.capture() as graph:  # a replay says which launch failed, and why
+            c.fill(x, 0, "i32")
+            c.launch(ADD_ONE, 1, [x], [64])
+        assert isinstance(graph._native, replay.PreboundReplay)
+        graph._native._batch = too_wide
+        with pytest.raises(LaunchError, match="add_one.*INVALID_WORK"):
+            graph.replay()
+        graph.close()
+    finally:
+        c.close()
