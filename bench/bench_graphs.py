@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import sys
@@ -168,6 +169,7 @@ def main() -> None:
         correct[name] = check(c, x, graph)
         for f in FIGURES:
             ours[f][name] = sampler(graph.replay, c.sync, launches, repeats, f)
+    load_before = os.getloadavg()
     results = {
         f: paired_set(ours[f], sampler(eager, eager_client.sync, launches, repeats, f), rounds)
         for f in FIGURES
@@ -182,6 +184,10 @@ def main() -> None:
         "driver": info.driver,
         "platform_version": props.get("platform_version"),
         "host": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        # Other processes' load (1-minute average) before and after: a loaded host inflates both
+        # sides, and a ratio taken on one is less reliable (the spread says by how much).
+        "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "versions": {"cubeplug": cubeplug.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
         "launches": launches, "units_per_launch": UNITS, "rounds": rounds, "repeats_per_sample": repeats,
