@@ -23,7 +23,7 @@ client, x, queue, prog = tiny_setup(sel)
 kernel = prog.kernel
 import pyopencl as cl  # noqa: E402
 
-lib = launch_path._opencl_library()
+lib = launch_path.opencl_library()
 assert lib is not None
 enq = lib.clEnqueueNDRangeKernel
 enq.restype = ctypes.c_int32

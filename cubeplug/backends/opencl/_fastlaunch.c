@@ -768,6 +768,172 @@ static PyTypeObject Launcher_Type = {
     .tp_getset = Launcher_getset,
 };
 
+/* ------------------------------------------------------------------ Batch: a graph's pre-bound replay */
+/* A captured graph's steps, each launch on a kernel object of its own whose arguments were all set
+ * when the graph was sealed (replay.py): a replay only enqueues, in order, `times` over. A launch is
+ * one clEnqueueNDRangeKernel; any other step (a copy, a fill) is a Python callable taking the queue.
+ * The Python loop of the same replay (replay.PythonBatch) costs about 1 us more per launch on PoCL,
+ * as much as the enqueue itself (bench/bench_graphs.py). */
+typedef struct {
+    void *kernel;            /* NULL: a Python step (items[i] is the callable) */
+    size_t global[3], local[3];
+} BatchItem;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *items;         /* the tuple of steps: keeps the kernels and the callables alive */
+    BatchItem *c;
+    Py_ssize_t n;
+} Batch;
+
+static int Batch_traverse(Batch *self, visitproc visit, void *arg) {
+    Py_VISIT(self->items);
+    return 0;
+}
+
+static int Batch_clear(Batch *self) {
+    Py_CLEAR(self->items);
+    return 0;
+}
+
+static void Batch_dealloc(Batch *self) {
+    PyObject_GC_UnTrack(self);
+    Batch_clear(self);
+    PyMem_Free(self->c);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int size3(PyObject *seq, size_t out[3], const char *what) {
+    if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != 3) {
+        PyErr_Format(PyExc_TypeError, "a Batch launch's %s is a tuple of 3 ints", what);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        out[i] = PyLong_AsSize_t(PyTuple_GET_ITEM(seq, i));
+        if (PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static int Batch_init(Batch *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"steps", NULL};
+    PyObject *steps;
+    if (!ready) {
+        PyErr_SetString(PyExc_RuntimeError, "_fastlaunch.init was not called");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &steps)) return -1;
+    PyObject *items = PySequence_Tuple(steps);
+    if (items == NULL) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    BatchItem *c = PyMem_Calloc(n ? n : 1, sizeof(BatchItem));
+    if (c == NULL) {
+        Py_DECREF(items);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(items, i);
+        if (PyCallable_Check(item)) continue;
+        /* (cl_kernel, (gx, gy, gz), (lx, ly, lz)) */
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_Format(PyExc_TypeError, "Batch step %zd is neither a callable nor "
+                         "(cl_kernel, global, local)", i);
+            goto fail;
+        }
+        PyObject *ptr = PyObject_GetAttr(PyTuple_GET_ITEM(item, 0), str_int_ptr);
+        c[i].kernel = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
+        Py_XDECREF(ptr);
+        if (PyErr_Occurred()) goto fail;
+        if (c[i].kernel == NULL) {
+            PyErr_Format(PyExc_ValueError, "Batch step %zd has a null kernel", i);
+            goto fail;
+        }
+        if (size3(PyTuple_GET_ITEM(item, 1), c[i].global, "global size") < 0 ||
+            size3(PyTuple_GET_ITEM(item, 2), c[i].local, "local size") < 0)
+            goto fail;
+    }
+    Py_XSETREF(self->items, items);
+    PyMem_Free(self->c);
+    self->c = c;
+    self->n = n;
+    return 0;
+fail:
+    Py_DECREF(items);
+    PyMem_Free(c);
+    return -1;
+}
+
+/* run(queue, times): enqueue the steps `times` times on the pyopencl queue. A driver error raises
+ * RuntimeError("clEnqueueNDRangeKernel", step index, error code); a Python step's error propagates. */
+static PyObject *Batch_run(Batch *self, PyObject *args) {
+    PyObject *queue;
+    Py_ssize_t times;
+    if (!PyArg_ParseTuple(args, "On", &queue, &times)) return NULL;
+    if (self->items == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Batch was not initialised");
+        return NULL;
+    }
+    PyObject *ptr = PyObject_GetAttr(queue, str_int_ptr);
+    void *q = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
+    Py_XDECREF(ptr);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *items = self->items;
+    Py_INCREF(items);  /* a Python step could reinitialise the Batch: keep what is being read */
+    BatchItem *c = self->c;
+    Py_ssize_t n = self->n;
+    for (Py_ssize_t t = 0; t < times; t++) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (c[i].kernel != NULL) {
+                cl_int err = enqueue_nd_range(q, c[i].kernel, 3, NULL, c[i].global, c[i].local, 0, NULL, NULL);
+                if (err != 0) {
+                    PyObject *e = Py_BuildValue("(sni)", "clEnqueueNDRangeKernel", i, (int)err);
+                    if (e != NULL) {
+                        PyErr_SetObject(PyExc_RuntimeError, e);
+                        Py_DECREF(e);
+                    }
+                    Py_DECREF(items);
+                    return NULL;
+                }
+            } else {
+                PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(items, i), queue);
+                if (r == NULL) {
+                    Py_DECREF(items);
+                    return NULL;
+                }
+                Py_DECREF(r);
+                if (self->c != c) {  /* reinitialised meanwhile: stop rather than read freed items */
+                    Py_DECREF(items);
+                    PyErr_SetString(PyExc_RuntimeError, "Batch was reinitialised during run");
+                    return NULL;
+                }
+            }
+        }
+    }
+    Py_DECREF(items);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Batch_methods[] = {
+    {"run", (PyCFunction)Batch_run, METH_VARARGS,
+     "run(queue, times): enqueue the steps `times` times on the queue (a pyopencl.CommandQueue)."},
+    {NULL},
+};
+
+static PyTypeObject Batch_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cubeplug.backends.opencl._fastlaunch.Batch",
+    .tp_doc = "A graph's pre-bound steps: Batch(steps), run(queue, times) enqueues them in C.",
+    .tp_basicsize = sizeof(Batch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Batch_init,
+    .tp_traverse = (traverseproc)Batch_traverse,
+    .tp_clear = (inquiry)Batch_clear,
+    .tp_dealloc = (destructor)Batch_dealloc,
+    .tp_methods = Batch_methods,
+};
+
 /* ------------------------------------------------------------------ module */
 static PyObject *init(PyObject *mod, PyObject *args) {
     PyObject *handle, *token, *region, *state, *count;
@@ -817,7 +983,8 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
-    if (PyType_Ready(&Entry_Type) < 0 || PyType_Ready(&Launcher_Type) < 0) return NULL;
+    if (PyType_Ready(&Entry_Type) < 0 || PyType_Ready(&Launcher_Type) < 0 || PyType_Ready(&Batch_Type) < 0)
+        return NULL;
     str_stack = PyUnicode_InternFromString("stack");
     str_int_ptr = PyUnicode_InternFromString("int_ptr");
     zero = PyLong_FromLong(0);
@@ -835,7 +1002,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (kinds == NULL || PyModule_AddObjectRef(m, "SCALAR_DTYPES", kinds) < 0 ||
         PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS) < 0 ||
         PyModule_AddObjectRef(m, "Entry", (PyObject *)&Entry_Type) < 0 ||
-        PyModule_AddObjectRef(m, "Launcher", (PyObject *)&Launcher_Type) < 0) {
+        PyModule_AddObjectRef(m, "Launcher", (PyObject *)&Launcher_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Batch", (PyObject *)&Batch_Type) < 0) {
         Py_XDECREF(kinds);
         Py_DECREF(m);
         return NULL;

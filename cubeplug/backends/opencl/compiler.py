@@ -16,7 +16,7 @@ import re
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cubeplug.backends.opencl.devices import DeviceContext
@@ -262,6 +262,23 @@ def compile_kernel(
         build_seconds=time.perf_counter() - start,
         set_buffers=getattr(clk, "_set_arg_multi", None) or _pairwise(clk.set_arg),
         **_scalar_setter(clk, kernel, scalar_slots),
+    )
+
+
+def clone_program(prog: OpenCLProgram, kernel: Kernel) -> OpenCLProgram:
+    """``prog`` with a ``cl.Kernel`` of its own (nothing bound yet): kernel arguments belong to a
+    kernel object, so a graph's replay binds its launches on clones and leaves ``prog`` as the
+    launch path set it."""
+    import pyopencl as cl
+
+    clk = cl.Kernel(prog.kernel.program, prog.name)
+    return replace(
+        prog,
+        kernel=clk,
+        last_buffers=[None] * len(prog.buffer_slots),
+        last_scalars=[UNSET] * len(prog.scalar_slots),
+        set_buffers=getattr(clk, "_set_arg_multi", None) or _pairwise(clk.set_arg),
+        **_scalar_setter(clk, kernel, prog.scalar_slots),
     )
 
 

@@ -63,7 +63,7 @@ def _load() -> tuple[ModuleType | None, str]:
         from cubeplug.backends.opencl import _fastlaunch  # type: ignore[attr-defined]
     except ImportError as e:
         return None, f"not built ({e}); launches run in Python"
-    lib = _opencl_library()
+    lib = opencl_library()
     if lib is None:
         return None, "no OpenCL library found in this process; launches run in Python"
     try:
@@ -75,7 +75,7 @@ def _load() -> tuple[ModuleType | None, str]:
     return _fastlaunch, f"in use, through {getattr(lib, '_name', '?')}"
 
 
-def _opencl_library() -> ctypes.CDLL | None:
+def opencl_library() -> ctypes.CDLL | None:
     """The OpenCL library PyOpenCL loaded (its wheels bundle an ICD loader), else the system's."""
     import pyopencl
 

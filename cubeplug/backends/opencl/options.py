@@ -5,7 +5,10 @@
 selector ``opencl:<filter>:N`` arrives as ``filter`` and takes the place of ``platform`` (or of
 ``device_type`` when it is ``gpu``, ``cpu`` or ``accelerator``). ``profiling`` (default true) opens
 the queues with profiling so that ``client.profile`` times on the device. ``native_launch`` (default
-true) launches through the compiled launcher when it is built (``launch_path.py``).
+true) launches through the compiled launcher when it is built (``launch_path.py``), and replays
+pre-bound graphs through its C loop.
+``command_buffers`` (default true) replays captured graphs through ``cl_khr_command_buffer`` where
+the device has it; false: through pre-bound kernels (``replay.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from cubeplug.plugin import Config, ConfigError, check_option_keys
 
 NAME = "opencl"
 DEVICE_TYPES = ("all", "gpu", "cpu", "accelerator", "default")
-OPTIONS = ("platform", "device_type", "profiling", "native_launch", "filter")
+OPTIONS = ("platform", "device_type", "profiling", "native_launch", "command_buffers", "filter")
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,11 @@ class OpenCLOptions:
     platform: str | None = None
     device_type: str = "all"
     profiling: bool = True
-    #: Launch through the compiled launcher (launch_path.py) when it is built; false: Python only.
+    #: Launch (and replay pre-bound graphs) through the compiled extension when it is built;
+    #: false: Python only.
     native_launch: bool = True
+    #: Replay graphs through cl_khr_command_buffer where the device has it; false: pre-bound kernels.
+    command_buffers: bool = True
 
 
 def options(config: Config) -> OpenCLOptions:
@@ -49,7 +55,7 @@ def options(config: Config) -> OpenCLOptions:
             f"{where} device_type {raw.get('device_type')!r} is not valid",
             key="device_type", allowed=", ".join(DEVICE_TYPES),
         )
-    flags = {key: raw.get(key, True) for key in ("profiling", "native_launch")}
+    flags = {key: raw.get(key, True) for key in ("profiling", "native_launch", "command_buffers")}
     for key, value in flags.items():
         if not isinstance(value, bool):
             raise ConfigError(f"{where} {key} must be true or false, got {value!r}", key=key)

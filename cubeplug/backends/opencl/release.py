@@ -35,7 +35,9 @@ JOIN_TIMEOUT = 60.0
 class Natives:
     """Everything a server holds of the driver, with no reference back to the server."""
 
-    __slots__ = ("compiled", "ctx", "multistream", "plans", "scratch", "staging", "storage", "waiter")
+    __slots__ = (
+        "compiled", "ctx", "multistream", "plans", "replays", "scratch", "staging", "storage", "waiter",
+    )
 
     def __init__(
         self,
@@ -55,6 +57,8 @@ class Natives:
         #: The server's launch plans, checked and unchecked (they hold compiled kernels too).
         self.plans: list[dict[Any, Any]] = []
         self.scratch: Any = None
+        #: The graphs' native replays still open (held weakly: a graph closes its own).
+        self.replays: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def forget_bindings(tables: list[dict[Any, Any]]) -> None:
@@ -67,7 +71,8 @@ def forget_bindings(tables: list[dict[Any, Any]]) -> None:
 def release(natives: Natives) -> None:
     """Release a server's driver objects in a safe order: first stop the helper threads (after the
     work already queued), so that no thread waits on an event while its queue goes away; then let
-    every queue finish; then drop the kernels (they hold their last buffer arguments), the staging
+    every queue finish; then close the graphs' replays and drop the kernels (they hold their last
+    buffer arguments, the replays their command buffers, kernels and buffers), the staging
     chunks (their unmaps run on the allocation queue, which is finished next), the pages and
     sub-buffers, and last the queues themselves."""
     import pyopencl as cl
@@ -85,6 +90,8 @@ def release(natives: Natives) -> None:
     for state in states:
         with contextlib.suppress(cl.Error):
             state.stream.finish()
+    for replay in list(natives.replays):
+        replay.close()
     forget_bindings(natives.compiled)
     for table in natives.compiled:
         table.clear()

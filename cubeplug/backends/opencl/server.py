@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.backends.opencl import launch_path
+from cubeplug.backends.opencl import launch_path, replay
 from cubeplug.backends.opencl.compiler import DIALECTS, UNSET, OpenCLProgram, compile_kernel
 from cubeplug.backends.opencl.devices import DeviceContext
 from cubeplug.backends.opencl.options import options
@@ -52,6 +52,8 @@ from cubeplug.plugin import (
     LaunchSettings,
     MultiStream,
     QueueCode,
+    Replay,
+    Step,
     ValidationError,
     device_setup,
 )
@@ -280,6 +282,16 @@ class OpenCLServer(OpenCLTransfers):
         self._natives.compiled.append(launcher.compiled)
         self._natives.plans.extend(launcher.tables())
         return launcher
+
+    def new_replay(self, steps: Sequence[Step]) -> Replay | None:
+        """A graph's native replay (:mod:`~cubeplug.backends.opencl.replay`): a command buffer where
+        the device has ``cl_khr_command_buffer``, else pre-bound kernels; None for the steps it does
+        not replay. Closed with the server if the graph is not closed before."""
+        opts = options(self.config)
+        native = replay.new_replay(self, steps, opts.command_buffers, opts.native_launch)
+        if native is not None:
+            self._natives.replays.add(native)
+        return native
 
     def _launch_error(self, prog: OpenCLProgram, size: tuple[int, int, int], e: Any) -> LaunchError:
         code = code_name(e)

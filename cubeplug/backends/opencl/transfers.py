@@ -184,41 +184,57 @@ class OpenCLTransfers(ComputeServer):
         within one page too; the core refuses overlapping ranges, which OpenCL refuses as well)."""
         if src.size == 0:
             return
-        rs, rd = src.memory().storage, dst.memory().storage
         with self.multistream.resolve(stream_id, (src, dst)) as resolved:
-            try:
-                self._copy(
-                    resolved.stream, self._pages[rd.id], self._pages[rs.id], byte_count=src.size,
-                    src_offset=rs.offset + src.start, dst_offset=rd.offset + dst.start,
-                )
-            except self._cl.Error as e:
-                raise LaunchError(f"device copy of {src.size} B failed on {self.ctx.name}: {e}") from e
+            self.enqueue_copy(resolved.stream, src, dst)
+
+    def enqueue_copy(self, queue: Any, src: Handle, dst: Handle) -> None:
+        """:meth:`copy`'s command on ``queue``, ordered already (a graph's replay queues it too)."""
+        rs, rd = src.memory().storage, dst.memory().storage
+        try:
+            self._copy(
+                queue, self._pages[rd.id], self._pages[rs.id], byte_count=src.size,
+                src_offset=rs.offset + src.start, dst_offset=rd.offset + dst.start,
+            )
+        except self._cl.Error as e:
+            raise LaunchError(f"device copy of {src.size} B failed on {self.ctx.name}: {e}") from e
 
     def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
-        """Queue ``clEnqueueFillBuffer`` of the handle's region with ``pattern``, in stream order.
-
-        OpenCL wants the region's offset to be a multiple of the pattern's size: a pattern of one
-        repeated byte (zero included) is filled as that byte, which any offset takes; a wider
-        pattern at an offset that is no multiple of its size (a view at an odd byte) falls back to
-        the host write of the repeated pattern (:meth:`ComputeServer.fill`).
-        """
+        """Queue ``clEnqueueFillBuffer`` of the handle's region with ``pattern``, in stream order
+        (where :meth:`fill_pattern` finds none, the host write of :meth:`ComputeServer.fill`)."""
         if handle.size == 0:
             return
-        if pattern.count(pattern[:1]) == len(pattern):
-            pattern = pattern[:1]
-        region = handle.memory().storage
-        offset = region.offset + handle.start
-        if offset % len(pattern) or handle.size % len(pattern):
+        native = self.fill_pattern(handle, pattern)
+        if native is None:
             super().fill(stream_id, handle, pattern)
             return
         with self.multistream.resolve(stream_id, (handle,)) as resolved:
-            try:
-                self._cl.enqueue_fill_buffer(
-                    resolved.stream, self._pages[region.id], np.frombuffer(pattern, dtype=np.uint8),
-                    offset, handle.size,
-                )
-            except self._cl.Error as e:
-                raise LaunchError(f"filling {handle.size} B failed on {self.ctx.name}: {e}") from e
+            self.enqueue_fill(resolved.stream, handle, native)
+
+    def fill_pattern(self, handle: Handle, pattern: bytes) -> bytes | None:
+        """The pattern ``clEnqueueFillBuffer`` fills the handle's region with, or None.
+
+        OpenCL wants the region's offset to be a multiple of the pattern's size: a pattern of one
+        repeated byte (zero included) is filled as that byte, which any offset takes; a wider
+        pattern at an offset that is no multiple of its size (a view at an odd byte) has none (the
+        host write of the repeated pattern fills it).
+        """
+        if pattern.count(pattern[:1]) == len(pattern):
+            pattern = pattern[:1]
+        offset = handle.memory().storage.offset + handle.start
+        if offset % len(pattern) or handle.size % len(pattern):
+            return None
+        return pattern
+
+    def enqueue_fill(self, queue: Any, handle: Handle, pattern: bytes) -> None:
+        """:meth:`fill`'s command on ``queue`` with a :meth:`fill_pattern`, ordered already."""
+        region = handle.memory().storage
+        try:
+            self._cl.enqueue_fill_buffer(
+                queue, self._pages[region.id], np.frombuffer(pattern, dtype=np.uint8),
+                region.offset + handle.start, handle.size,
+            )
+        except self._cl.Error as e:
+            raise LaunchError(f"filling {handle.size} B failed on {self.ctx.name}: {e}") from e
 
     def reserve_staging(self, sizes: Sequence[int]) -> list[np.ndarray]:
         """Pinned host arrays (mapped host-allocated buffers) of the given byte sizes.

@@ -277,7 +277,7 @@ def test_a_driver_error_in_c_is_reported_as_python_reports_it(
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * 2, ctypes.c_uint32,
                              *[ctypes.c_void_p] * 3, ctypes.c_uint32, *[ctypes.c_void_p] * 2)
     failing = proto(lambda *a: calls.append(1) or -54)
-    lib = launch_path._opencl_library()
+    lib = launch_path.opencl_library()
     assert lib is not None
     real = ctypes.cast(lib.clEnqueueNDRangeKernel, ctypes.c_void_p).value
     set_arg = ctypes.cast(lib.clSetKernelArg, ctypes.c_void_p).value
