@@ -1,7 +1,7 @@
 """Do kernels on pooled handles run slower than on separate buffers? (issue 19, OpenCL sub-buffers)
 
     python bench/probes/subbuffer_penalty.py [selector] [--rounds 15] [--reps 3] [--gemm-n 256]
-        [--atax-n 2048] [--diagnose] [--json PATH]
+        [--atax-n 2048] [--min-ms 20] [--diagnose] [--json PATH]
 
     selector: a cubeplug OpenCL selector (default: CUBEPLUG_TEST_OPENCL or opencl:0), e.g.
     ``opencl:portable:0`` (PoCL) or ``opencl:nvidia:0``.
@@ -19,6 +19,8 @@ a sample is ``reps`` iterations enqueued back to back, then the queue drained):
 - ``sub``: raw PyOpenCL, one page per page the pool used, of that page's size, and sub-buffers at the
   offsets the pool gave the handles (the page itself at offset 0, as the storage binds it);
 - ``pooled``: ``client.launch`` on the client's pooled handles, then ``client.sync()``;
+- ``own_pages``: the same on handles made in ``client.persistent_memory()``, each at the start of a
+  page of its own (bound as the page itself, no sub-buffer): the issue's comparison within cubeplug;
 
 and with ``--diagnose``, to tell the candidate causes apart:
 
@@ -248,16 +250,23 @@ def prepare(client: Any, case: Case, diagnose: bool) -> dict[str, Callable[[int]
 
     variants["sub"] = raw_variant(subs(0))
 
-    def pooled(reps: int) -> None:
-        for _ in range(reps):
-            for kernel, count, names, _, _ in launches:
-                client.launch(kernel, count, [handles[k] for k in names], [case.n])
-        client.sync()
+    def through_client(hs: dict[str, Any]) -> Callable[[int], None]:
+        def run(reps: int) -> None:
+            for _ in range(reps):
+                for kernel, count, names, _, _ in launches:
+                    client.launch(kernel, count, [hs[k] for k in names], [case.n])
+            client.sync()
 
-    pooled(1)
-    name, want = case.check
-    np.testing.assert_allclose(client.to_numpy(handles[name], "f32", want.shape), want, rtol=2e-3)
-    variants["pooled"] = pooled
+        run(1)
+        name, want = case.check
+        np.testing.assert_allclose(client.to_numpy(hs[name], "f32", want.shape), want, rtol=2e-3)
+        return run
+
+    variants["pooled"] = through_client(handles)
+    # The same client and launch path, each array alone at the start of a page of its own.
+    with client.persistent_memory():
+        own = {k: client.create(v) for k, v in case.arrays.items()}
+    variants["own_pages"] = through_client(own)
     if diagnose:
         offset_pages = {pid: mem(size) for pid, size in page_size.items()}
         bound = {k: offset_pages[pid] for k, (pid, _) in region.items()}
@@ -267,8 +276,18 @@ def prepare(client: Any, case: Case, diagnose: bool) -> dict[str, Callable[[int]
     return variants
 
 
-def measure(variants: dict[str, Callable[[int], None]], rounds: int, reps: int) -> dict[str, Any]:
-    """Paired rounds: every variant once per round, the order rotated; ratios to ``separate``."""
+def measure(
+    variants: dict[str, Callable[[int], None]], rounds: int, reps: int, min_ms: float
+) -> dict[str, Any]:
+    """Paired rounds: every variant once per round, the order rotated; ratios to ``separate``.
+
+    A sample is at least ``reps`` iterations and at least ``min_ms`` (so that a fast device's samples
+    are not all launch and synchronisation).
+    """
+    t0 = time.perf_counter()
+    variants["separate"](1)
+    once = (time.perf_counter() - t0) * 1e3
+    reps = max(reps, int(min_ms / max(once, 1e-3)) + 1)
     names = list(variants)
     times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
@@ -288,6 +307,7 @@ def measure(variants: dict[str, Callable[[int], None]], rounds: int, reps: int) 
             "ms_iqr": [round(tq[0], 3), round(tq[2], 3)],
             "ratio_to_separate": round(statistics.median(ratios), 3),
             "ratio_iqr": [round(q[0], 3), round(q[2], 3)],
+            "reps": reps,
         }
     return out
 
@@ -306,7 +326,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("selector", nargs="?", default=os.environ.get("CUBEPLUG_TEST_OPENCL", "opencl:0"))
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3, help="iterations per sample, at least")
+    ap.add_argument("--min-ms", type=float, default=20.0, help="milliseconds per sample, at least")
     ap.add_argument("--gemm-n", type=int, default=256)
     ap.add_argument("--atax-n", type=int, default=2048)
     ap.add_argument("--diagnose", action="store_true", help="add page_offset, sub_shifted, separate_page")
@@ -324,12 +345,11 @@ def main() -> None:
         "driver": str(dev.driver_version).strip(),
         "host": host_facts(),
         "rounds": args.rounds,
-        "reps": args.reps,
         "cases": {},
     }
     print(f"{result['device']} [{result['platform']} {result['driver']}] {result['host']}")
     for case in (gemm_case(args.gemm_n, rng), atax_case(args.atax_n, rng)):
-        figures = measure(prepare(client, case, args.diagnose), args.rounds, args.reps)
+        figures = measure(prepare(client, case, args.diagnose), args.rounds, args.reps, args.min_ms)
         result["cases"][f"{case.name}_{case.n}"] = figures
         for k, f in figures.items():
             print(f"{case.name:5s} n={case.n:<5d} {k:14s} {f['ms_median']:9.3f} ms (min {f['ms_min']:.3f})"
