@@ -16,6 +16,8 @@ Variants, timed in paired rounds (each round runs every variant once, in an orde
 a sample is ``reps`` iterations enqueued back to back, then the queue drained):
 
 - ``separate``: raw PyOpenCL, one ``cl.Buffer`` per array (the reference);
+- ``separate_again``: the same on buffers of its own: the control, whose ratio to ``separate`` shows
+  how far two runs of one binding differ by chance in this run;
 - ``sub``: raw PyOpenCL, one page per page the pool used, of that page's size, and sub-buffers at the
   offsets the pool gave the handles (the page itself at offset 0, as the storage binds it);
 - ``pooled``: ``client.launch`` on the client's pooled handles, then ``client.sync()``;
@@ -32,7 +34,11 @@ and with ``--diagnose``, to tell the candidate causes apart:
   in a page, bound whole: what a policy giving such a handle its own page would do).
 
 Each figure is the median over rounds of ms per iteration, with min and the interquartile range;
-each ratio is the median over rounds of variant / ``separate`` measured in the same round.
+each ratio is the median over rounds of variant / ``separate`` measured in the same round. The
+``binding_ratios`` compare the pairs that differ in the binding alone: ``sub/separate`` (raw
+PyOpenCL), ``pooled/own_pages`` (cubeplug's launch path on both sides) and the control
+``separate_again/separate``. (``pooled/separate`` also differs in the launch path: on a GPU, where a
+256^3 gemm takes microseconds, the launch costs show in it.)
 """
 
 from __future__ import annotations
@@ -238,6 +244,8 @@ def prepare(client: Any, case: Case, diagnose: bool) -> dict[str, Callable[[int]
 
     variants: dict[str, Callable[[int], None]] = {}
     variants["separate"] = raw_variant({k: mem(v.nbytes) for k, v in case.arrays.items()})
+    # The control: the reference again on buffers of its own, so its ratio is the noise floor.
+    variants["separate_again"] = raw_variant({k: mem(v.nbytes) for k, v in case.arrays.items()})
     pages = {pid: mem(size) for pid, size in page_size.items()}
 
     def subs(shift: int) -> dict[str, Any]:
@@ -296,20 +304,37 @@ def measure(
             t0 = time.perf_counter()
             variants[k](reps)
             times[k].append((time.perf_counter() - t0) / reps * 1e3)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"variants": {}, "binding_ratios": {}}
     for k in names:
-        ratios = [t / s for t, s in zip(times[k], times["separate"], strict=True)]
-        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-        tq = statistics.quantiles(times[k], n=4) if len(times[k]) > 1 else [times[k][0]] * 3
-        out[k] = {
+        tq = _quartiles(times[k])
+        out["variants"][k] = {
             "ms_median": round(statistics.median(times[k]), 3),
             "ms_min": round(min(times[k]), 3),
             "ms_iqr": [round(tq[0], 3), round(tq[2], 3)],
-            "ratio_to_separate": round(statistics.median(ratios), 3),
-            "ratio_iqr": [round(q[0], 3), round(q[2], 3)],
+            **_ratio(times[k], times["separate"]),
             "reps": reps,
         }
+    # The pairs that differ in the binding alone (same launch path): what the issue's figure asks.
+    for a, b in BINDING_PAIRS:
+        if a in times and b in times:
+            out["binding_ratios"][f"{a}/{b}"] = _ratio(times[a], times[b])
     return out
+
+
+#: (variant, reference): a pooled binding against one without a sub-buffer, on one launch path;
+#: the control's pair shows the noise of the run.
+BINDING_PAIRS = (("sub", "separate"), ("pooled", "own_pages"), ("separate_again", "separate"))
+
+
+def _quartiles(values: list[float]) -> list[float]:
+    return statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+
+
+def _ratio(times: list[float], reference: list[float]) -> dict[str, Any]:
+    """The median and interquartile range of the per-round ratios ``times / reference``."""
+    ratios = [t / r for t, r in zip(times, reference, strict=True)]
+    q = _quartiles(ratios)
+    return {"ratio": round(statistics.median(ratios), 3), "ratio_iqr": [round(q[0], 3), round(q[2], 3)]}
 
 
 def host_facts() -> dict[str, Any]:
@@ -351,9 +376,11 @@ def main() -> None:
     for case in (gemm_case(args.gemm_n, rng), atax_case(args.atax_n, rng)):
         figures = measure(prepare(client, case, args.diagnose), args.rounds, args.reps, args.min_ms)
         result["cases"][f"{case.name}_{case.n}"] = figures
-        for k, f in figures.items():
+        for k, f in figures["variants"].items():
             print(f"{case.name:5s} n={case.n:<5d} {k:14s} {f['ms_median']:9.3f} ms (min {f['ms_min']:.3f})"
-                  f"  x{f['ratio_to_separate']:.3f} of separate, IQR {f['ratio_iqr']}")
+                  f"  x{f['ratio']:.3f} of separate, IQR {f['ratio_iqr']}")
+        for pair, f in figures["binding_ratios"].items():
+            print(f"{case.name:5s} n={case.n:<5d} {pair:24s} x{f['ratio']:.3f}, IQR {f['ratio_iqr']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")
