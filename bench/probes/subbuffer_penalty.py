@@ -139,8 +139,15 @@ ATAX2 = _kernel("atax2", ATAX2_SRC, (64,))
 OFFSET_KERNELS = {
     name: Kernel(
         name,
-        [Buffer("a", "f32", "read"), Buffer("b", "f32", "read"), Buffer("c", "f32", "write"),
-         Scalar("oa", "u64"), Scalar("ob", "u64"), Scalar("oc", "u64"), Scalar("n", "u32")],
+        [
+            Buffer("a", "f32", "read"),
+            Buffer("b", "f32", "read"),
+            Buffer("c", "f32", "write"),
+            Scalar("oa", "u64"),
+            Scalar("ob", "u64"),
+            Scalar("oc", "u64"),
+            Scalar("n", "u32"),
+        ],
         {"c": OFFSET_SRC},
         cube_dim=cube,
     )
@@ -153,8 +160,14 @@ SHIFT = 4608
 class Case:
     """One workload: its steps (kernel, global size, array names), its arrays and its reference result."""
 
-    def __init__(self, name: str, n: int, steps: list[tuple[Kernel, tuple[int, ...], list[str]]],
-                 arrays: dict[str, np.ndarray], check: tuple[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        name: str,
+        n: int,
+        steps: list[tuple[Kernel, tuple[int, ...], list[str]]],
+        arrays: dict[str, np.ndarray],
+        check: tuple[str, np.ndarray],
+    ) -> None:
         self.name, self.n, self.steps, self.arrays, self.check = name, n, steps, arrays, check
 
 
@@ -193,8 +206,8 @@ def prepare(client: Any, case: Case, diagnose: bool) -> dict[str, Callable[[int]
     n = np.uint32(case.n)
     handles = {k: client.create(v) for k, v in case.arrays.items()}
     # What the pool gave each handle: (page id, byte offset in the page), and each page's size.
-    region = {k: (h.token.storage.id, h.token.storage.offset + h.start) for k, h in handles.items()}
-    page_size = {pid: storage._sizes[pid] for pid, _ in region.values()}
+    region = {k: (h.memory().storage.id, h.memory().storage.offset + h.start) for k, h in handles.items()}
+    page_size = {pid: storage.page(pid).size for pid, _ in region.values()}
     launches = []
     for kernel, size, names in case.steps:
         cube = kernel.cube_dim
@@ -299,7 +312,7 @@ def measure(
     names = list(variants)
     times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
             t0 = time.perf_counter()
             variants[k](reps)
@@ -364,7 +377,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "probe": "bench/probes/subbuffer_penalty.py",
         "argv": sys.argv[1:],
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": str(dev.name).strip(),
         "platform": str(dev.platform.name).strip(),
         "driver": str(dev.driver_version).strip(),
@@ -377,8 +390,10 @@ def main() -> None:
         figures = measure(prepare(client, case, args.diagnose), args.rounds, args.reps, args.min_ms)
         result["cases"][f"{case.name}_{case.n}"] = figures
         for k, f in figures["variants"].items():
-            print(f"{case.name:5s} n={case.n:<5d} {k:14s} {f['ms_median']:9.3f} ms (min {f['ms_min']:.3f})"
-                  f"  x{f['ratio']:.3f} of separate, IQR {f['ratio_iqr']}")
+            print(
+                f"{case.name:5s} n={case.n:<5d} {k:14s} {f['ms_median']:9.3f} ms (min {f['ms_min']:.3f})"
+                f"  x{f['ratio']:.3f} of separate, IQR {f['ratio_iqr']}"
+            )
         for pair, f in figures["binding_ratios"].items():
             print(f"{case.name:5s} n={case.n:<5d} {pair:24s} x{f['ratio']:.3f}, IQR {f['ratio_iqr']}")
     if args.json:
