@@ -6,6 +6,12 @@
     selector: a cubeplug OpenCL selector (default: CUBEPLUG_TEST_OPENCL or opencl:0), e.g.
     ``opencl:portable:0`` (PoCL) or ``opencl:nvidia:0``.
 
+    On the GPU machine (bench/gpu_session.sh says how to prepare; carry .gl, .whl and the cp312
+    launcher), from the project's root:
+        source .gl/remote-setup.sh && export PYTHONPATH=$PWD:$PYTHONPATH
+        python3 bench/probes/subbuffer_penalty.py opencl:nvidia:0 --rounds 31 --diagnose --json $OUT/n.json
+        python3 bench/probes/subbuffer_penalty.py opencl:portable:0 --rounds 31 --diagnose --json $OUT/p.json
+
 Two kernels, each in the ``c`` dialect and compiled once by the client (the raw variants launch the
 very same ``cl.Program``, so only the binding differs):
 
