@@ -357,8 +357,10 @@ def _ratio(times: list[float], reference: list[float]) -> dict[str, Any]:
 
 
 def host_facts() -> dict[str, Any]:
-    """What of the host may matter to a CPU device: cores and transparent huge pages."""
+    """What of the host may matter to a CPU device: cores, transparent huge pages, driver settings."""
     facts: dict[str, Any] = {"cpus": os.cpu_count(), "machine": platform.machine()}
+    # Driver settings that change the figures (POCL_CPU_MAX_CU_COUNT: PoCL's worker threads).
+    facts["env"] = {k: v for k, v in os.environ.items() if k.startswith(("POCL_", "CUBEPLUG_"))}
     try:
         facts["thp"] = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
     except OSError:
