@@ -127,6 +127,11 @@ class OpenCLStorage(ComputeStorage):
         rather than a sub-buffer. That is also what keeps NVIDIA's driver alive: several sub-buffers
         at origin 0 of one page (slices of different sizes lent at the page's start over time), used
         by kernels, segfault ``clReleaseMemObject`` when they are released.
+
+        A sub-buffer costs kernels nothing measurable against a buffer of their own (issue 19:
+        gemm and atax, paired, within 1 % on PoCL 5.0 and NVIDIA 580, within the run's noise on
+        PoCL 3.1; ``bench/probes/subbuffer_penalty.py``), while binding the page with the offset as
+        a kernel argument made atax 1.25x slower on NVIDIA: hence sub-buffers (docs/memory.md).
         """
         if offset == 0 or size == 0:
             return self._pages[page]
