@@ -7,8 +7,11 @@ selector ``opencl:<filter>:N`` arrives as ``filter`` and takes the place of ``pl
 the queues with profiling so that ``client.profile`` times on the device. ``native_launch`` (default
 true) launches through the compiled launcher when it is built (``launch_path.py``), and replays
 pre-bound graphs through its C loop.
-``command_buffers`` (default true) replays captured graphs through ``cl_khr_command_buffer`` where
-the device has it; false: through pre-bound kernels (``replay.py``).
+``command_buffers`` (default false) replays captured graphs through ``cl_khr_command_buffer`` where
+the device has it; false: through pre-bound kernels (``replay.py``). Off by default because it was
+the slower replay wherever it exists: 1000 tiny launches cost 1.0x eager through PoCL 3.1's command
+buffer against 0.52x pre-bound (the 2-core CI machine), 1.48x against 1.04x on PoCL 5.0 (the GPU
+machine's host), and NVIDIA's driver 580 has no extension (bench/bench_graphs.py).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class OpenCLOptions:
     #: false: Python only.
     native_launch: bool = True
     #: Replay graphs through cl_khr_command_buffer where the device has it; false: pre-bound kernels.
-    command_buffers: bool = True
+    command_buffers: bool = False
 
 
 def options(config: Config) -> OpenCLOptions:
@@ -55,7 +58,8 @@ def options(config: Config) -> OpenCLOptions:
             f"{where} device_type {raw.get('device_type')!r} is not valid",
             key="device_type", allowed=", ".join(DEVICE_TYPES),
         )
-    flags = {key: raw.get(key, True) for key in ("profiling", "native_launch", "command_buffers")}
+    defaults = {"profiling": True, "native_launch": True, "command_buffers": False}
+    flags = {key: raw.get(key, default) for key, default in defaults.items()}
     for key, value in flags.items():
         if not isinstance(value, bool):
             raise ConfigError(f"{where} {key} must be true or false, got {value!r}", key=key)

@@ -5,8 +5,9 @@ replays, both ordered with the client's other work like a launch (``MultiStream.
 graph's handles once per replay, then ``pin`` when memory of another stream is used):
 
 - :class:`CommandBufferReplay` (``graph.replayed_by == "cl_khr_command_buffer"``), where the device
-  has the extension (PoCL 3.1 does; NVIDIA's driver may) and ``[backends.opencl] command_buffers``
-  is on: the steps are recorded once into a command buffer, which a replay enqueues ``times`` times
+  has the extension (PoCL 3.1 does; NVIDIA's driver 580 does not) and ``[backends.opencl]
+  command_buffers`` is on (it is off by default: slower than the pre-bound replay on PoCL, see
+  ``options.py``): the steps are recorded once into a command buffer, which a replay enqueues ``times`` times
   with one call each. The spec has a command capture the kernel arguments set when it is recorded,
   but PoCL 3.1 copies them from the kernel when the command buffer is enqueued (two launches of
   one kernel object with other scalars both ran with the last ones: ``test_replays_equal_numpy``),

@@ -31,15 +31,15 @@ PREBOUND = "pre-bound kernels"
 
 #: (replay mode, client options, whether the device must have command buffers).
 MODES = {
-    "command-buffer": ({}, True),
-    "command-buffer-ring": ({}, True),
+    "command-buffer": ({"command_buffers": True}, True),
+    "command-buffer-ring": ({"command_buffers": True}, True),
     "prebound-c": ({"command_buffers": False}, False),
     "prebound-python": ({"command_buffers": False, "native_launch": False}, False),
 }
 
 
 def _api(client: Any) -> replay.CommandBufferApi | None:
-    return replay.command_buffer_api(client._server.ctx.device)
+    return replay.command_buffer_api(client.server.ctx.device)
 
 
 @pytest.fixture(params=list(MODES))
@@ -48,8 +48,9 @@ def client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     c = make_client(opencl=options)
     api = _api(c)
     if needs_command_buffers and api is None:
+        name = c.server.ctx.name
         c.close()
-        pytest.skip(f"{c._server.ctx.name} has no usable cl_khr_command_buffer")
+        pytest.skip(f"{name} has no usable cl_khr_command_buffer")
     if request.param == "command-buffer-ring":
         assert api is not None
         monkeypatch.setattr(api, "simultaneous", False)  # as on a device without simultaneous use
@@ -67,10 +68,10 @@ def _expected_kind(client: Any) -> str:
 
 
 def test_pocl_replays_through_the_command_buffer() -> None:
-    c = make_client()
+    c = make_client(opencl={"command_buffers": True})
     try:
         if _api(c) is None:
-            pytest.skip(f"{c._server.ctx.name} has no usable cl_khr_command_buffer")
+            pytest.skip(f"{c.server.ctx.name} has no usable cl_khr_command_buffer")
         x = c.create(np.zeros(64, np.int32))
         with c.capture() as graph:
             c.launch(ADD_ONE, 1, [x], [64])
@@ -221,7 +222,7 @@ def test_closing_the_graph_releases_the_replay(client: Any) -> None:
         c.launch(ADD_ONE, 1, [x], [64])
         c.launch(ADD_ONE, 1, [x.offset_start(256)], [0])
     native = graph._native
-    assert native is not None and native in c._server._natives.replays
+    assert native is not None and native in c.server._natives.replays
     graph.replay()
     graph.close()
     assert native._closed and native._ops == [] and not native._clones
@@ -261,7 +262,7 @@ def test_batch_steps_and_driver_errors(native: bool) -> None:
     batch_type = module.Batch if native else replay.PythonBatch
     c = make_client(opencl={"command_buffers": False, "native_launch": native})
     try:
-        server = c._server
+        server = c.server
         x = c.create(np.zeros(64, np.int32))
         compiled = server.compile_kernel(ADD_ONE, ExecutionMode.CHECKED)
         clone = clone_program(compiled.program, ADD_ONE)
