@@ -117,6 +117,10 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'cubeplug' has no attribute {name!r}")
+    if module == "cubeplug.registry.selection":
+        # The clients it makes run their collectives through the portable implementation unless
+        # the backend has its own: importing it installs it in the core (docs/architecture.md).
+        importlib.import_module("cubeplug.collectives")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

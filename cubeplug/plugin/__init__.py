@@ -25,10 +25,16 @@ from __future__ import annotations
 
 from cubeplug.core import cdialect
 from cubeplug.core.backend import API_VERSION, BackendSpec, Capabilities, DeviceInfo, Probe
+from cubeplug.core.collective import Call, Collectives, Group, Member, Round
 from cubeplug.core.config import Config
 from cubeplug.core.errors import (
     BackendUnavailableError,
     BufferTooBig,
+    CollectiveAbortedError,
+    CollectiveError,
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    CollectiveUnavailableError,
     CompileError,
     ConfigError,
     CubeplugError,
@@ -69,10 +75,20 @@ __all__ = [
     "BackendUnavailableError",
     "Buffer",
     "BufferTooBig",
+    "Call",
     "Capabilities",
+    "CollectiveAbortedError",
+    "CollectiveError",
+    "CollectiveMismatchError",
+    "CollectiveTimeoutError",
+    "CollectiveUnavailableError",
+    "Collectives",
     "CompileError",
     "Compiled",
     "Completer",
+    "Group",
+    "Member",
+    "Round",
     "ComputeServer",
     "ComputeStorage",
     "Config",

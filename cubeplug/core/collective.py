@@ -1,0 +1,475 @@
+"""Collectives across the clients of one process: the rendezvous, and the interface an implementation fills.
+
+Users' guide: docs/devices.md. Each participating client calls the same collective (``all_reduce``,
+``broadcast``, ``all_gather``, ``reduce_scatter``) from a thread of its own, naming the same
+``devices``; :func:`run` then
+
+1. checks the caller's own arguments (op, dtype, handles, its place in ``devices``), and joins the
+   :class:`Group` of that device set (one per backend and device set, kept for the process);
+2. waits in a :class:`Round` until every rank arrived, or raises for all of them: the calls disagree
+   (:class:`~cubeplug.core.errors.CollectiveMismatchError`), a rank failed its own checks
+   (:class:`~cubeplug.core.errors.CollectiveAbortedError` for the others), or a rank never came
+   (:class:`~cubeplug.core.errors.CollectiveTimeoutError` naming it);
+3. hands the round to the client's :class:`Collectives` (``ComputeServer.new_collectives`` for a
+   backend with its own, e.g. NCCL on cuda; else the portable one of :mod:`cubeplug.collectives`), which
+   queues this rank's part on the caller's stream and returns; the work runs asynchronously, ordered
+   with the client's other work on that stream;
+4. waits until every rank queued its part (a rank may overwrite its ``src`` only after the others
+   queued their reads of it), and returns.
+
+The core holds no implementation that needs kernels (it cannot import ``lang``): the portable one
+installs itself here with :func:`install_portable` when :mod:`cubeplug.collectives` is imported, which
+``cubeplug.client`` does when the face first resolves it (docs/architecture.md says why).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cubeplug.core.errors import (
+    CollectiveAbortedError,
+    CollectiveError,
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    CollectiveUnavailableError,
+    ValidationError,
+    describe,
+)
+from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import DTYPES, dtype_of
+
+#: The collectives, and the reductions ``all_reduce`` and ``reduce_scatter`` take.
+KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+OPS = ("sum", "prod", "min", "max")
+#: Seconds a participant waits for the others, unless the call says otherwise.
+DEFAULT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Call:
+    """What every participant of one round must agree on."""
+
+    kind: str
+    op: str
+    dtype: str
+    root: int
+
+    def __str__(self) -> str:
+        op = f", op={self.op!r}" if self.kind in ("all_reduce", "reduce_scatter") else ""
+        root = f", root={self.root}" if self.kind == "broadcast" else ""
+        return f"{self.kind}(dtype={self.dtype}{op}{root})"
+
+
+@dataclass
+class Member:
+    """One participant's side of a round: its client, rank, handles and stream."""
+
+    rank: int
+    client: Any  # a ComputeClient (the core's client module imports this one)
+    call: Call
+    src: Handle | None
+    dst: Handle
+    #: The server stream id of the calling thread: where the collective's work on this client goes.
+    stream: int
+    error: BaseException | None = None
+
+    @property
+    def itemsize(self) -> int:
+        return int(DTYPES[self.call.dtype].itemsize)
+
+    def count(self, handle: Handle | None) -> int:
+        """Elements of ``handle`` (0 for None)."""
+        return 0 if handle is None else handle.size // self.itemsize
+
+
+@dataclass
+class Round:
+    """One collective of a group: the members as they arrive, then the verdict."""
+
+    size: int
+    members: list[Member | None] = field(default_factory=list)
+    complete: bool = False
+    error: CollectiveError | None = None
+    failed: dict[int, BaseException] = field(default_factory=dict)
+    queued: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.members = [None] * self.size
+
+    def missing(self) -> list[int]:
+        return [r for r, m in enumerate(self.members) if m is None]
+
+
+class Group:
+    """The participants of one device set of one backend; their collectives run one round at a time.
+
+    ``state`` keeps what an implementation makes once per device set (NCCL's communicators), under
+    ``lock``."""
+
+    def __init__(self, key: tuple[Any, ...], size: int, names: Sequence[str]) -> None:
+        self.key = key
+        self.size = size
+        self.names = tuple(names)
+        self.cond = threading.Condition()
+        self.round = Round(size)
+        self.lock = threading.Lock()
+        self.state: dict[str, Any] = {}
+
+    def rank_name(self, rank: int) -> str:
+        return f"rank {rank} ({self.names[rank]})"
+
+    # ------------------------------------------------------------------ arrival
+    def meet(self, member: Member, timeout: float) -> Round:
+        """Join the current round and wait for every rank; raise for every rank if it cannot run."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            rnd = self.round
+            if rnd.members[member.rank] is not None:
+                raise CollectiveMismatchError(
+                    f"{self.rank_name(member.rank)} is already waiting in a {rnd.members[member.rank].call}"  # type: ignore[union-attr]
+                    f" of this device set: call a collective once per participant, each from its own "
+                    f"thread, and the next one after it returned"
+                )
+            rnd.members[member.rank] = member
+            if not rnd.missing():
+                self._judge(rnd)
+                self.round = Round(self.size)  # the next collective starts a round of its own
+                self.cond.notify_all()
+            while not rnd.complete and rnd.error is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = ", ".join(self.rank_name(r) for r in rnd.missing())
+                    rnd.error = CollectiveTimeoutError(
+                        f"{member.call} on {self._label()}: {missing} never arrived within {timeout:g} s; "
+                        f"every participant must call it (one thread per client, the same devices), or "
+                        f"pass a larger timeout="
+                    )
+                    if self.round is rnd:
+                        self.round = Round(self.size)
+                    self.cond.notify_all()
+                    break
+                self.cond.wait(left)
+        own = rnd.failed.get(member.rank)
+        if own is not None:
+            raise own
+        if rnd.error is not None:
+            raise rnd.error
+        return rnd
+
+    def _judge(self, rnd: Round) -> None:
+        """Every rank arrived: decide whether the round runs (called under the condition)."""
+        members = [m for m in rnd.members if m is not None]
+        failed = {m.rank: m.error for m in members if m.error is not None}
+        if failed:
+            rnd.failed = failed
+            rank, error = next(iter(failed.items()))
+            rnd.error = CollectiveAbortedError(
+                f"{members[0].call} on {self._label()} was abandoned: {self.rank_name(rank)} failed "
+                f"({type(error).__name__}: {error}); the other participants' clients are unaffected"
+            )
+            return
+        calls = {m.call for m in members}
+        if len(calls) > 1:
+            each = "; ".join(f"{self.rank_name(m.rank)}: {m.call}" for m in members)
+            rnd.error = CollectiveMismatchError(
+                f"the participants of one collective on {self._label()} disagree ({each}): every rank "
+                f"must call the same collective with the same op, dtype and root"
+            )
+            return
+        problem = _size_problem(members, self.size)
+        if problem is not None:
+            rnd.error = CollectiveMismatchError(f"{members[0].call} on {self._label()}: {problem}")
+            return
+        rnd.complete = True
+
+    # ------------------------------------------------------------------ departure
+    def leave(self, rnd: Round, rank: int, timeout: float, error: BaseException | None = None) -> None:
+        """Wait until every rank queued its part of ``rnd`` (or raise, naming the rank that did not)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            if error is not None:
+                rnd.failed[rank] = error
+            rnd.queued.add(rank)
+            self.cond.notify_all()
+            while len(rnd.queued) < self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    late = ", ".join(self.rank_name(r) for r in range(self.size) if r not in rnd.queued)
+                    raise CollectiveTimeoutError(
+                        f"{self._label()}: {late} did not queue its part of the collective within "
+                        f"{timeout:g} s (its thread is blocked?)"
+                    )
+                self.cond.wait(left)
+            broken = {r: e for r, e in rnd.failed.items() if r != rank}
+        if error is None and broken:
+            r, e = next(iter(broken.items()))
+            raise CollectiveAbortedError(
+                f"{self.rank_name(r)} failed while queueing its part ({type(e).__name__}: {e}); this "
+                f"rank's result is not valid"
+            )
+
+    def _label(self) -> str:
+        return f"{self.key[0]} devices [{', '.join(self.names)}]"
+
+
+def _size_problem(members: list[Member], size: int) -> str | None:
+    """Why the handles' sizes do not fit the collective, or None."""
+    kind = members[0].call.kind
+    counts = [(m.count(m.src), m.count(m.dst)) for m in members]
+    listing = ", ".join(f"rank {m.rank}: src {s}, dst {d}" for m, (s, d) in zip(members, counts))
+    if kind == "all_reduce":
+        ok = all(s == d == counts[0][0] for s, d in counts)
+        rule = "src and dst of the same element count on every rank"
+    elif kind == "broadcast":
+        root = members[0].call.root
+        ok = all(d == counts[0][1] for _, d in counts) and counts[root][0] == counts[root][1]
+        rule = f"dst of the same count everywhere, and the root's (rank {root}) src of that count"
+    elif kind == "all_gather":
+        ok = all(d == size * s and s == counts[0][0] for s, d in counts)
+        rule = f"src of the same count everywhere, dst {size} times that"
+    else:
+        ok = all(s == size * d and d == counts[0][1] for s, d in counts)
+        rule = f"dst of the same count everywhere, src {size} times that"
+    return None if ok else f"the element counts do not fit ({listing}); it needs {rule}"
+
+
+class Rendezvous:
+    """Every group of the process, one per (backend, device set)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[Any, ...], Group] = {}
+
+    def group(self, key: tuple[Any, ...], names: Sequence[str]) -> Group:
+        with self._lock:
+            found = self._groups.get(key)
+            if found is None:
+                found = self._groups[key] = Group(key, len(names), names)
+            return found
+
+
+RENDEZVOUS = Rendezvous()
+
+
+# ---------------------------------------------------------------------------------------- interface
+class Collectives(ABC):
+    """How one backend moves and reduces the data of a round once every rank arrived.
+
+    :meth:`queue` runs on each participant's own thread, with its member; it queues that rank's part
+    on ``member.stream`` of ``member.client`` (the thread's own stream) and returns without waiting
+    for the device."""
+
+    #: A short name for messages and the bench (``"portable"``, ``"nccl"``).
+    name = "collectives"
+
+    @abstractmethod
+    def dtypes(self, client: Any) -> frozenset[str]:
+        """The dtypes this implementation reduces and moves on ``client``."""
+
+    @abstractmethod
+    def queue(self, group: Group, rnd: Round, member: Member) -> Callable[[], None] | None:
+        """Queue ``member``'s reads of the others' data (all of ``rnd.members`` are set and agree).
+
+        May return a function that queues the rest (the writes of ``dst``), which :func:`run` calls
+        once every rank queued its reads: a rank's ``dst`` may be its ``src``, which the others read."""
+
+    def sync(self, client: Any) -> None:
+        """Wait until the collectives the calling thread queued on ``client`` completed."""
+        client.sync()
+
+
+_portable: Callable[[], Collectives] | None = None
+
+
+def install_portable(factory: Callable[[], Collectives]) -> None:
+    """Make ``factory`` the collectives of clients whose server has none of its own."""
+    global _portable
+    _portable = factory
+
+
+def portable() -> Collectives:
+    """The portable collectives (:mod:`cubeplug.collectives` installs them when imported)."""
+    if _portable is None:
+        raise CollectiveUnavailableError(
+            "the portable collectives are not loaded: import cubeplug.collectives (cubeplug.client "
+            "loads them; a client built another way needs the import)"
+        )
+    return _portable()
+
+
+# ---------------------------------------------------------------------------------------- the driver
+def run(
+    client: Any,
+    kind: str,
+    src: Any,
+    dst: Any,
+    *,
+    devices: Sequence[Any],
+    op: str = "sum",
+    dtype: Any = None,
+    root: int = 0,
+    timeout: float | None = None,
+) -> None:
+    """One participant's call of collective ``kind`` (the client methods call this)."""
+    timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    if not timeout > 0:
+        raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    group, rank = _join(client, devices)
+    impl: Collectives = client.collectives
+    error: BaseException | None = None
+    try:
+        call = Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, group.size))
+        src_h, dst_h = _handles(client, call, src, dst, rank)
+        stream = client.stream_id()
+    except (CollectiveError, ValidationError) as exc:
+        error = exc
+        call, src_h, dst_h, stream = Call(kind, str(op), str(dtype), 0), None, None, -1
+    member = Member(rank, client, call, src_h, dst_h, stream, error)  # type: ignore[arg-type]
+    rnd = group.meet(member, timeout)
+    try:
+        finish = impl.queue(group, rnd, member)
+    except BaseException as exc:
+        group.leave(rnd, rank, timeout, exc)
+        raise
+    group.leave(rnd, rank, timeout)
+    if finish is not None:
+        finish()
+
+
+def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
+    """The group of ``devices`` and the caller's rank in it."""
+    if client.closed:
+        raise CollectiveAbortedError(
+            f"a collective on a closed client ({client.device}): get a new client with cubeplug.client()"
+        )
+    if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence) or len(devices) == 0:
+        raise CollectiveMismatchError(
+            f"devices must be a list of the participating clients (or their device indices), got "
+            f"{describe(devices)}"
+        )
+    items = list(devices)
+    by_client = all(hasattr(d, "server") and hasattr(d, "device") for d in items)
+    by_index = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in items)
+    if not (by_client or by_index):
+        raise CollectiveMismatchError(
+            f"devices must be all ComputeClients or all device indices, got {describe(devices)}"
+        )
+    if by_client:
+        keys = [id(d) for d in items]
+        names = [str(d.device) for d in items]
+        for d in items:
+            if d.backend != client.backend:
+                raise CollectiveMismatchError(
+                    f"devices mixes backends ({d.backend} and {client.backend}): a collective runs "
+                    f"among clients of one backend; move data between backends with to_client"
+                )
+            if d.closed:
+                raise CollectiveAbortedError(
+                    f"devices lists a closed client ({d.device}): get a new one with cubeplug.client()"
+                )
+        mine = id(client)
+    else:
+        keys = [int(d) for d in items]
+        names = [f"{client.backend}:{k}" for k in keys]
+        mine = client.device.index
+    seen: set[Any] = set()
+    for key, name in zip(keys, names):
+        if key in seen:
+            raise CollectiveMismatchError(
+                f"devices lists {name} twice: each participant once (for several clients of one "
+                f"device, list the clients themselves)"
+            )
+        seen.add(key)
+    if mine not in keys:
+        raise CollectiveMismatchError(
+            f"this client ({client.device}) is not among the devices [{', '.join(names)}]: every "
+            f"participant calls the collective with the list that includes it"
+        )
+    group = RENDEZVOUS.group((client.backend, "clients" if by_client else "indices", *keys), names)
+    return group, keys.index(mine)
+
+
+def _op(kind: str, op: Any) -> str:
+    if kind in ("all_reduce", "reduce_scatter") and op not in OPS:
+        raise CollectiveMismatchError(f"op must be one of {', '.join(OPS)}, got {describe(op)}")
+    return str(op) if kind in ("all_reduce", "reduce_scatter") else "-"
+
+
+def _root(kind: str, root: Any, size: int) -> int:
+    if kind != "broadcast":
+        return 0
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < size:
+        raise CollectiveMismatchError(f"root must be a rank from 0 to {size - 1}, got {describe(root)}")
+    return int(root)
+
+
+def _dtype(client: Any, impl: Collectives, src: Any, dst: Any, dtype: Any) -> str:
+    """The element type: ``dtype``, or the Arrays' own (which must agree with it)."""
+    found = {dtype_of(a.dtype) for a in (src, dst) if hasattr(a, "dtype") and hasattr(a, "handle")}
+    if dtype is not None:
+        try:
+            name = dtype_of(dtype)
+        except (ValidationError, TypeError, KeyError) as exc:
+            raise CollectiveMismatchError(f"dtype: {exc}") from exc
+        if found and {name} != found:
+            raise CollectiveMismatchError(
+                f"dtype={name} but the arrays are {', '.join(sorted(found))}: leave dtype out for arrays"
+            )
+    elif len(found) == 1:
+        name = found.pop()
+    else:
+        raise CollectiveMismatchError(
+            "a collective needs the element type: pass cubeplug.Arrays of one dtype, or dtype= with "
+            "handles (handles are untyped bytes)"
+            if not found else f"src and dst are arrays of different dtypes ({', '.join(sorted(found))})"
+        )
+    allowed = impl.dtypes(client)
+    if not allowed:
+        raise CollectiveUnavailableError(
+            f"the {impl.name} collectives cannot run on this {client.backend} client: it compiles no "
+            f"kernel dialect they generate (cubeplug.lang's c, wgsl, python); its backend needs "
+            f"collectives of its own (ComputeServer.new_collectives)"
+        )
+    if name not in allowed:
+        raise CollectiveMismatchError(
+            f"the {impl.name} collectives of {client.backend} do not take {name}; they take "
+            f"{', '.join(sorted(allowed))}"
+        )
+    return name
+
+
+def _handles(
+    client: Any, call: Call, src: Any, dst: Any, rank: int
+) -> tuple[Handle | None, Handle]:
+    """The handles of ``src`` and ``dst`` (Arrays must be contiguous), checked against the client."""
+    server = client.server
+    kind, root, itemsize = call.kind, call.root, int(DTYPES[call.dtype].itemsize)
+
+    def handle(obj: Any, what: str) -> Handle:
+        if hasattr(obj, "handle") and hasattr(obj, "is_contiguous"):
+            if not obj.is_contiguous:
+                raise ValidationError(f"{what} is a strided array view: pass a contiguous copy (.copy())")
+            if obj.client is not client:
+                raise ValidationError(f"{what} is an array of another client ({obj.client.device})")
+            obj = obj.handle
+        checked: Handle = server.check_handle(obj, what)
+        return checked
+
+    if kind == "broadcast" and rank != root:
+        src_h = None if src is None else handle(src, "src")
+    else:
+        src_h = handle(src, "src")
+    dst_h = handle(dst, "dst")
+    for h, what in ((src_h, "src"), (dst_h, "dst")):
+        if h is not None and h.size % itemsize:
+            raise ValidationError(
+                f"{what} holds {h.size} B, not a whole number of {itemsize}-byte elements"
+            )
+    return src_h, dst_h
