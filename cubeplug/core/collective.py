@@ -322,9 +322,10 @@ def run(
     if not timeout > 0:
         raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
     group, rank = _join(client, devices)
-    impl: Collectives = client.collectives
+    impl: Collectives | None = None
     error: BaseException | None = None
     try:
+        impl = client.collectives  # NCCL missing raises here: the other ranks are told
         call = Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, group.size))
         src_h, dst_h = _handles(client, call, src, dst, rank)
         stream = client.stream_id()
@@ -333,6 +334,7 @@ def run(
         call, src_h, dst_h, stream = Call(kind, str(op), str(dtype), 0), None, None, -1
     member = Member(rank, client, call, src_h, dst_h, stream, error)  # type: ignore[arg-type]
     rnd = group.meet(member, timeout)
+    assert impl is not None  # meet raised this rank's own error otherwise
     try:
         finish = impl.queue(group, rnd, member)
     except BaseException as exc:

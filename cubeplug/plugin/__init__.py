@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from cubeplug.core import cdialect
 from cubeplug.core.backend import API_VERSION, BackendSpec, Capabilities, DeviceInfo, Probe
-from cubeplug.core.collective import Call, Collectives, Group, Member, Round
+from cubeplug.core.collective import Call, Collectives, Group, Member, Round, portable
 from cubeplug.core.config import Config
 from cubeplug.core.errors import (
     BackendUnavailableError,
@@ -135,6 +135,7 @@ __all__ = [
     "host_buffer",
     "host_copy",
     "next_storage_id",
+    "portable",
     "size_class",
     "staging_sizes",
     "thread_streams",
