@@ -220,15 +220,18 @@ class Group:
 
 
 def _size_problem(members: list[Member], size: int) -> str | None:
-    """Why the handles' sizes do not fit the collective, or None."""
-    kind = members[0].call.kind
-    counts = [(m.count(m.src), m.count(m.dst)) for m in members]
-    listing = ", ".join(f"rank {m.rank}: src {s}, dst {d}" for m, (s, d) in zip(members, counts))
+    return size_problem(members[0].call, [(m.count(m.src), m.count(m.dst)) for m in members])
+
+
+def size_problem(call: Call, counts: Sequence[tuple[int, int]]) -> str | None:
+    """Why the element counts (src, dst) of each rank do not fit ``call``, or None."""
+    kind, size = call.kind, len(counts)
+    listing = ", ".join(f"rank {r}: src {s}, dst {d}" for r, (s, d) in enumerate(counts))
     if kind == "all_reduce":
         ok = all(s == d == counts[0][0] for s, d in counts)
         rule = "src and dst of the same element count on every rank"
     elif kind == "broadcast":
-        root = members[0].call.root
+        root = call.root
         ok = all(d == counts[0][1] for _, d in counts) and counts[root][0] == counts[root][1]
         rule = f"dst of the same count everywhere, and the root's (rank {root}) src of that count"
     elif kind == "all_gather":
@@ -285,6 +288,21 @@ class Collectives(ABC):
         client.sync()
 
 
+class ProcessGroup(ABC):
+    """The participants of a collective across processes (one client each), passed as ``devices``:
+    ``client.all_reduce(src, dst, devices=group)`` then runs through the group (e.g.
+    :class:`cubeplug.ray.RayGroup`), so that code written for one process runs unchanged."""
+
+    rank: int
+    world: int
+
+    @abstractmethod
+    def collective(
+        self, client: Any, kind: str, src: Any, dst: Any, *, op: str, dtype: Any, root: int, timeout: float
+    ) -> None:
+        """This process's call of collective ``kind`` on ``client``."""
+
+
 _portable: Callable[[], Collectives] | None = None
 
 
@@ -321,13 +339,15 @@ def run(
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not timeout > 0:
         raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(devices, ProcessGroup):  # one client per process: the group's own rendezvous
+        devices.collective(client, kind, src, dst, op=op, dtype=dtype, root=root, timeout=timeout)
+        return
     group, rank = _join(client, devices)
     impl: Collectives | None = None
     error: BaseException | None = None
     try:
         impl = client.collectives  # NCCL missing raises here: the other ranks are told
-        call = Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, group.size))
-        src_h, dst_h = _handles(client, call, src, dst, rank)
+        call, src_h, dst_h = prepare(client, impl, kind, src, dst, op, dtype, root, group.size, rank)
         stream = client.stream_id()
     except (CollectiveError, ValidationError) as exc:
         error = exc
@@ -343,6 +363,16 @@ def run(
     group.leave(rnd, rank, timeout)
     if finish is not None:
         finish()
+
+
+def prepare(
+    client: Any, impl: Collectives, kind: str, src: Any, dst: Any, op: Any, dtype: Any, root: Any,
+    size: int, rank: int,
+) -> tuple[Call, Handle | None, Handle]:  # fmt: skip
+    """One rank's checked call and handles (each problem a CollectiveError or ValidationError)."""
+    call = Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, size))
+    src_h, dst_h = _handles(client, call, src, dst, rank)
+    return call, src_h, dst_h
 
 
 def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
