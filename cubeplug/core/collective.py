@@ -394,7 +394,7 @@ def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
             f"devices must be all ComputeClients or all device indices, got {describe(devices)}"
         )
     if by_client:
-        keys = [id(d) for d in items]
+        keys = [_identity(d) for d in items]
         names = [str(d.device) for d in items]
         for d in items:
             if d.backend != client.backend:
@@ -406,7 +406,7 @@ def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
                 raise CollectiveAbortedError(
                     f"devices lists a closed client ({d.device}): get a new one with cubeplug.client()"
                 )
-        mine = id(client)
+        mine = _identity(client)
     else:
         keys = [int(d) for d in items]
         names = [f"{client.backend}:{k}" for k in keys]
@@ -426,6 +426,12 @@ def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
         )
     group = RENDEZVOUS.group((client.backend, "clients" if by_client else "indices", *keys), names)
     return group, keys.index(mine)
+
+
+def _identity(client: Any) -> int:
+    """A client's key in a group: its server's id (never reused, unlike ``id()``, so a group
+    keyed by clients that are gone never answers for new ones)."""
+    return int(client.server.id)
 
 
 def _op(kind: str, op: Any) -> str:

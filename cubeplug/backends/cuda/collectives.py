@@ -57,7 +57,7 @@ def load_nccl() -> Any:
         raise CollectiveUnavailableError(
             f"NCCL is not available to CuPy here ({exc}); {INSTALL_HINT}"
         ) from exc
-    if not getattr(nccl, "available", True):
+    if nccl is None or not getattr(nccl, "available", True):
         raise CollectiveUnavailableError(f"CuPy was built without NCCL; {INSTALL_HINT}")
     return nccl
 
