@@ -1,6 +1,13 @@
-"""The portable collectives' one kernel: ``acc = op(acc, other)`` elementwise, any dtype, any op."""
+"""The portable collectives' one kernel: ``acc = op(acc, other)`` elementwise, any dtype, any op.
+
+Importing ``cubeplug.lang`` loads the language's compiler (about 0.2 s on the 2-core CI machine),
+so :mod:`cubeplug.collectives.portable` imports this module at the first collective, not when
+``cubeplug.client`` imports the package.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from cubeplug import lang as cl
 from cubeplug.lang import Array, Comptime
@@ -22,3 +29,16 @@ def combine(acc: Array[T], other: Array[T], T: Comptime[cl.DType], OP: Comptime[
             acc[i] = min(acc[i], other[i])
         else:
             acc[i] = max(acc[i], other[i])
+
+
+#: Units per cube, and the most cubes one launch uses (each unit then loops: few enough iterations
+#: for lavapipe's 65,535-iteration loop limit up to 2**40 elements).
+CUBE = 256
+MAX_CUBES = 65535
+
+
+def reduce_into(client: Any, acc: Any, others: list[Any], count: int, dtype: str, op: str) -> None:
+    """``acc = op(acc, other)`` for each of ``others`` in order, queued on the thread's stream."""
+    cubes = max(1, min(-(-count // CUBE), MAX_CUBES))
+    for other in others:
+        combine.launch(client, cubes, CUBE, acc, other, T=getattr(cl, dtype), OP=OP_CODES[op])

@@ -21,18 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cubeplug import lang as cl
-from cubeplug.collectives.kernels import OP_CODES, combine
 from cubeplug.core.collective import Collectives, Group, Member, Round
 from cubeplug.core.handle import Handle
-from cubeplug.lang.compile import pick_dialect
 
 #: The element types the kernel reduces (``cubeplug.lang``'s arithmetic types).
 LANG_DTYPES = frozenset({"f16", "f32", "f64", "i32", "u32", "i64", "u64"})
-#: Units per cube of the combine kernel, and the most cubes one launch uses (each unit then loops:
-#: few enough iterations for lavapipe's 65,535-iteration loop limit up to 2**40 elements).
-CUBE = 256
-MAX_CUBES = 65535
 
 
 def chunk(handle: Handle, index: int, nbytes: int) -> Handle:
@@ -48,6 +41,8 @@ class PortableCollectives(Collectives):
 
     def dtypes(self, client: Any) -> frozenset[str]:
         """The backend's dtypes that the kernel reduces; none where it compiles no ``lang`` dialect."""
+        from cubeplug.lang.compile import pick_dialect  # the compiler loads at the first collective
+
         if pick_dialect(tuple(client.server.dialects)) is None:
             return frozenset()
         return frozenset(client.capabilities.dtypes) & LANG_DTYPES
@@ -75,11 +70,10 @@ class PortableCollectives(Collectives):
             _pull(other, part, member, temp)
 
         def reduce() -> None:  # after every rank queued its reads: dst may be a rank's src
-            count = n // member.itemsize
-            cubes = max(1, min(-(-count // CUBE), MAX_CUBES))
-            dtype, op = getattr(cl, member.call.dtype), OP_CODES[member.call.op]
-            for temp in temps[1:]:
-                combine.launch(client, cubes, CUBE, temps[0], temp, T=dtype, OP=op)
+            from cubeplug.collectives import kernels  # cubeplug.lang loads at the first reduction
+
+            call = member.call
+            kernels.reduce_into(client, temps[0], temps[1:], n // member.itemsize, call.dtype, call.op)
             client.copy(temps[0], member.dst)
 
         return reduce
