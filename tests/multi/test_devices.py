@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cubeplug
-from cubeplug.core.errors import BackendUnavailableError, ConfigError, PluginError
+from cubeplug.core.errors import BackendUnavailableError, ConfigError, PluginError, ValidationError
 from cubeplug.registry import selection
 
 
@@ -84,3 +84,26 @@ def test_peer_to_client_between_cpu_devices(fresh: pytest.MonkeyPatch) -> None:
     np.testing.assert_array_equal(b.to_numpy(moved, "f32"), data[1:])
     back = b.to_client(moved, a)
     np.testing.assert_array_equal(a.to_numpy(back, "f32"), data[1:])
+
+
+def test_copy_to_views_and_the_host_path(fresh: pytest.MonkeyPatch) -> None:
+    """``copy_to`` into a view of another client: device to device between cpu devices, through the
+    host between backends (OpenCL and WebGPU where usable here)."""
+    fresh.setenv("CUBEPLUG_BACKENDS_CPU_DEVICES", "2")
+    a, b = cubeplug.client("cpu:0"), cubeplug.client("cpu:1")
+    src = a.create(np.arange(10, dtype=np.int32))
+    dst = b.create(np.zeros(12, dtype=np.int32))
+    a.copy_to(src.offset_start(8), b, dst.offset_start(8).offset_end(8))  # 8 elements into the middle
+    np.testing.assert_array_equal(b.to_numpy(dst, "i32"), [0, 0, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0])
+    with pytest.raises(ValidationError, match="the sizes must match"):
+        a.copy_to(src, b, dst)
+    for name in ("opencl", "webgpu"):
+        if cubeplug.device_count(name) == 0:
+            continue
+        other = cubeplug.client(name)
+        into = other.create(np.zeros(10, dtype=np.int32))
+        a.copy_to(src, other, into)  # no device path between backends: a read and a write
+        np.testing.assert_array_equal(other.to_numpy(into, "i32"), np.arange(10))
+        back = a.create(np.zeros(10, dtype=np.int32))
+        other.copy_to(into, a, back)
+        np.testing.assert_array_equal(a.to_numpy(back, "i32"), np.arange(10))
