@@ -24,6 +24,8 @@ from cubeplug.plugin import (
 NAME = "cpu"
 #: The most devices ``[backends.cpu] devices`` may ask for: each is a worker thread and a memory pool.
 MAX_DEVICES = 64
+#: The keys of ``[backends.cpu]``.
+OPTIONS = ("devices",)
 #: The device count of the configuration last handed to ``cubeplug_configure`` (what the probe lists).
 _configured = 1
 
@@ -31,7 +33,7 @@ _configured = 1
 def device_count(config: Config) -> int:
     """``[backends.cpu] devices`` of ``config``, or ConfigError saying what is allowed."""
     options = config.backend_options(NAME)
-    check_option_keys(NAME, options, ("devices",))
+    check_option_keys(NAME, options, OPTIONS)
     value = options.get("devices", 1)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
