@@ -129,9 +129,8 @@ class Group:
                     self.cond.notify_all()
                     break
                 self.cond.wait(left)
-        own = rnd.failed.get(member.rank)
-        if own is not None:
-            raise own
+        if member.error is not None:  # its own error first, also when the others never came
+            raise member.error
         if rnd.error is not None:
             raise rnd.error
         return rnd

@@ -313,6 +313,13 @@ class TestCollectiveErrors:
             assert "rank 1" in str(errors[r])
         self.still_work(peers)
 
+    def test_a_bad_argument_when_the_others_never_come(self, cubeplug_peers: list[Any]) -> None:
+        peers = cubeplug_peers
+        x = peers[0].asarray(np.ones(4, np.float32))
+        with pytest.raises(CollectiveMismatchError, match="op must be one of"):
+            peers[0].all_reduce(x, x, "avg", devices=peers, timeout=0.3)
+        self.still_work(peers)
+
     def test_a_closed_client(self, cubeplug_backend: Any, cubeplug_peers: list[Any]) -> None:
         peers = cubeplug_peers
         gone = cubeplug_backend.fresh()
