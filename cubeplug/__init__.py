@@ -36,7 +36,17 @@ if TYPE_CHECKING:
     from cubeplug.core.graph import Graph
     from cubeplug.core.memory import MemoryUsage
     from cubeplug.registry.plugins import register_backend
-    from cubeplug.registry.selection import Selector, client, from_dlpack, parse_selector, use
+    from cubeplug.registry.selection import (
+        Device,
+        Selector,
+        client,
+        device_count,
+        devices,
+        enumerate_devices,
+        from_dlpack,
+        parse_selector,
+        use,
+    )
 
 __all__ = [
     "Array",
@@ -49,6 +59,7 @@ __all__ = [
     "ConfigError",
     "CubeCount",
     "CubeplugError",
+    "Device",
     "DeviceLostError",
     "ExecutionMode",
     "Graph",
@@ -67,6 +78,9 @@ __all__ = [
     "ValidationError",
     "__version__",
     "client",
+    "device_count",
+    "devices",
+    "enumerate_devices",
     "from_dlpack",
     "parse_selector",
     "lang",
@@ -83,6 +97,10 @@ _LAZY = {
     "MemoryUsage": "cubeplug.core.memory",
     "client": "cubeplug.registry.selection",
     "use": "cubeplug.registry.selection",
+    "Device": "cubeplug.registry.selection",
+    "devices": "cubeplug.registry.selection",
+    "device_count": "cubeplug.registry.selection",
+    "enumerate_devices": "cubeplug.registry.selection",
     "from_dlpack": "cubeplug.registry.selection",
     "parse_selector": "cubeplug.registry.selector",
     "Selector": "cubeplug.registry.selector",
@@ -99,6 +117,10 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'cubeplug' has no attribute {name!r}")
+    if module == "cubeplug.registry.selection":
+        # The clients it makes run their collectives through the portable implementation unless
+        # the backend has its own: importing it installs it in the core (docs/architecture.md).
+        importlib.import_module("cubeplug.collectives")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -41,7 +41,7 @@ $PY -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(s
   || apt_install python3-dev
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,$POCL_EXTRA,webgpu,cli,plot,docs}]"
+.venv/bin/python -m pip install -q -e ".[${CUBEPLUG_EXTRAS:-dev,$POCL_EXTRA,webgpu,cli,plot,docs,ray}]"
 for p in plugins/*/; do
   [ -f "$p/pyproject.toml" ] && .venv/bin/python -m pip install -q -e "$p"
 done

@@ -26,6 +26,7 @@ DEFERRED = {
     "cubeplug.testing": "the suite's names load on first use",
     "cubeplug.testing.suite": "the suite's modules load on first use",
     "cubeplug.lang": "its modules load on first use of a name: `import cubeplug.lang` stays cheap",
+    "cubeplug.collectives.portable": "the lang compiler loads at the first collective, not at client()",
     "cubeplug.backends.opencl.launch_path": "the compiled launcher is optional (absent without a C compiler)",
 }
 #: A backend's hooks module loads at discovery and probing; its server, storage and GPU library only

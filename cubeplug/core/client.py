@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from cubeplug.core import collective
 from cubeplug.core.array import Array, host_source
 from cubeplug.core.backend import Capabilities, DeviceInfo
 from cubeplug.core.channel import DeviceHandle
+from cubeplug.core.collective import Collectives
 from cubeplug.core.errors import CaptureError, DeviceLostError, ForkedClientError, ValidationError, describe
 from cubeplug.core.graph import COPY, FILL, CaptureLauncher, Graph, own
 from cubeplug.core.handle import Handle, Tensor, check_shape
@@ -433,7 +435,9 @@ class ComputeClient:
 
     # ------------------------------------------------------------------ between clients
     def to_client(self, handle: Handle, other: ComputeClient) -> Handle:
-        """A copy of ``handle`` owned by ``other`` (same device, another device or another backend)."""
+        """A copy of ``handle`` owned by ``other`` (same device, another device or another backend):
+        device to device where the backend copies between its devices (``peer_copies_to``), else
+        through host memory."""
         if not isinstance(other, ComputeClient):
             raise ValidationError(f"to_client needs a ComputeClient, got {type(other).__name__}")
         if other is self:
@@ -448,6 +452,102 @@ class ComputeClient:
             return moved
         data = self.read_one(handle)
         return other.create(data)
+
+    def stream_id(self) -> int:
+        """The server stream id of the calling thread (what :meth:`copy_to` takes as a stream)."""
+        return self._sid()
+
+    def copy_to(
+        self,
+        src: Handle,
+        other: ComputeClient,
+        dst: Handle,
+        *,
+        src_stream: int | None = None,
+        dst_stream: int | None = None,
+    ) -> None:
+        """Copy ``src`` (this client's) into ``dst`` (``other``'s, a view too; the sizes must match),
+        after the work queued on ``src_stream`` here and before later work on ``dst_stream`` there
+        (both default to the calling thread's streams, see :meth:`stream_id`). Device to device where
+        the backend can (``ComputeServer.peer_copies_to``), else a read and a write through the host."""
+        if other is self:
+            sid = self._sid() if src_stream is None else src_stream
+            with self._lock:
+                self._server.copy_into(src, dst, sid)
+            return
+        if not isinstance(other, ComputeClient):
+            raise ValidationError(f"copy_to needs a ComputeClient, got {type(other).__name__}")
+        sid = self._sid() if src_stream is None else src_stream
+        osid = other._sid() if dst_stream is None else dst_stream
+        src = self._server.check_handle(src, "source handle")
+        dst = other._server.check_handle(dst, "destination handle")
+        if src.size != dst.size:
+            raise ValidationError(
+                f"copy_to: a source of {src.size} B into a destination of {dst.size} B; the sizes must match"
+            )
+        if not src.size:
+            return
+        first, second = sorted((self, other), key=lambda c: c._server.id)
+        with first._lock, second._lock:
+            if self._server.peer_copies_to(other._server):
+                self._server.copy_to_peer(src, other._server, dst, sid, osid)
+                return
+        with self._lock:
+            future = self._server.read_async([src], sid)
+        data = future.result()[0]
+        with other._lock:
+            other._server.write_into(dst, data, osid)
+
+    # ------------------------------------------------------------------ collectives
+    @property
+    def collectives(self) -> Collectives:
+        """The collectives of this client: the backend's own (``ComputeServer.new_collectives``),
+        else the portable ones (docs/devices.md)."""
+        impl = self.__dict__.get("_collectives")
+        if impl is None:
+            impl = self._server.new_collectives() or collective.portable()
+            self.__dict__["_collectives"] = impl
+        return impl
+
+    def all_reduce(
+        self, src: Any, dst: Any, op: str = "sum", *, devices: Sequence[Any], dtype: Any = None,
+        timeout: float | None = None,
+    ) -> None:  # fmt: skip
+        """Every participant's ``dst`` gets ``op`` ("sum", "prod", "min", "max") over the ``src`` of
+        all. Called once per client listed in ``devices`` (the clients, or their device indices), each
+        from its own thread; returns once every participant queued its part (the work runs on the
+        calling thread's stream). ``src`` and ``dst`` are Arrays, or Handles with ``dtype``; they may
+        be the same (in place)."""
+        collective.run(self, "all_reduce", src, dst, devices=devices, op=op, dtype=dtype,
+                       timeout=timeout)  # fmt: skip
+
+    def broadcast(
+        self, src: Any, dst: Any, root: int = 0, *, devices: Sequence[Any], dtype: Any = None,
+        timeout: float | None = None,
+    ) -> None:  # fmt: skip
+        """Every participant's ``dst`` gets the ``src`` of rank ``root`` (others may pass None)."""
+        collective.run(self, "broadcast", src, dst, devices=devices, root=root, dtype=dtype,
+                       timeout=timeout)  # fmt: skip
+
+    def all_gather(
+        self, src: Any, dst: Any, *, devices: Sequence[Any], dtype: Any = None, timeout: float | None = None
+    ) -> None:
+        """Every participant's ``dst`` (N times ``src``) gets the ``src`` of each rank in rank order."""
+        collective.run(self, "all_gather", src, dst, devices=devices, dtype=dtype,
+                       timeout=timeout)  # fmt: skip
+
+    def reduce_scatter(
+        self, src: Any, dst: Any, op: str = "sum", *, devices: Sequence[Any], dtype: Any = None,
+        timeout: float | None = None,
+    ) -> None:  # fmt: skip
+        """Rank r's ``dst`` gets ``op`` over chunk r (``src`` is N chunks the size of ``dst``) of all."""
+        collective.run(self, "reduce_scatter", src, dst, devices=devices, op=op,
+                       dtype=dtype, timeout=timeout)  # fmt: skip
+
+    def sync_collective(self) -> None:
+        """Wait until the collectives this thread queued on this client completed (CubeCL's name)."""
+        self._refuse_in_capture("a collective sync")
+        self.collectives.sync(self)
 
     @property
     def closed(self) -> bool:

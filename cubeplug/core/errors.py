@@ -197,3 +197,25 @@ def describe(value: Any) -> str:
     """A short description of a value for error messages."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class CollectiveError(CubeplugError):
+    """A collective (``all_reduce``, ``broadcast``, ...) could not run; every participant is told."""
+
+
+class CollectiveMismatchError(CollectiveError, ValidationError):
+    """The participants of one collective disagree (operation, dtype, size, root), or one argument
+    is bad (a device listed twice, a caller not in the list, an unknown op or dtype)."""
+
+
+class CollectiveTimeoutError(CollectiveError):
+    """A participant never arrived within the timeout; the message names the missing ranks."""
+
+
+class CollectiveAbortedError(CollectiveError):
+    """Another participant of the same collective failed (a closed client, a bad handle): this one
+    was abandoned; the message names the rank and its error."""
+
+
+class CollectiveUnavailableError(CollectiveError, BackendUnavailableError):
+    """The collective library a backend needs is missing here (e.g. NCCL for the cuda backend)."""

@@ -21,6 +21,7 @@ import numpy as np
 
 from cubeplug.core import events
 from cubeplug.core.backend import Capabilities, DeviceInfo
+from cubeplug.core.collective import Collectives
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, gather, tensor_extent
@@ -457,7 +458,33 @@ class ComputeServer(ABC):
         return None
 
     def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
-        """A device-side copy of ``handle`` on ``other`` (peer copies); None to go through the host."""
+        """A device-side copy of ``handle`` on ``other`` (:meth:`copy_to_peer` into fresh memory of
+        ``other``, on the calling thread's stream there); None when there is no device path."""
+        handle = self.check_handle(handle)
+        if not self.peer_copies_to(other):
+            return None
+        other_sid = other.stream_id(current_stream_id())
+        dst = other.empty(handle.size, other_sid)
+        if handle.size:
+            self.copy_to_peer(handle, other, dst, stream_id, other_sid)
+        return dst
+
+    def peer_copies_to(self, other: ComputeServer) -> bool:
+        """Whether :meth:`copy_to_peer` copies to ``other`` without the host (False by default)."""
+        return False
+
+    def copy_to_peer(
+        self, src: Handle, other: ComputeServer, dst: Handle, stream_id: int, other_stream_id: int
+    ) -> None:
+        """Queue a copy of ``src`` (this server's, read after the work queued on ``stream_id``) into
+        ``dst`` (``other``'s, written before the work queued later on ``other_stream_id``), device to
+        device, ordered by events on both sides. Called with both clients' locks held, only where
+        :meth:`peer_copies_to` says True; the sizes were checked."""
+        raise NotImplementedError(f"{type(self).__name__} has no peer copies")
+
+    def new_collectives(self) -> Collectives | None:
+        """This backend's own collectives (e.g. NCCL on cuda), made once per client; None (the
+        default) for the portable ones (device reductions in ``cubeplug.lang`` plus transfers)."""
         return None
 
     def write_into(self, handle: Any, data: Any, stream_id: int) -> None:

@@ -27,10 +27,16 @@ from __future__ import annotations
 
 from cubeplug.core import cdialect
 from cubeplug.core.backend import API_VERSION, BackendSpec, Capabilities, DeviceInfo, Probe
+from cubeplug.core.collective import Call, Collectives, Group, Member, Round, portable
 from cubeplug.core.config import Config
 from cubeplug.core.errors import (
     BackendUnavailableError,
     BufferTooBig,
+    CollectiveAbortedError,
+    CollectiveError,
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    CollectiveUnavailableError,
     CompileError,
     ConfigError,
     CubeplugError,
@@ -76,10 +82,20 @@ __all__ = [
     "BackendUnavailableError",
     "Buffer",
     "BufferTooBig",
+    "Call",
     "Capabilities",
+    "CollectiveAbortedError",
+    "CollectiveError",
+    "CollectiveMismatchError",
+    "CollectiveTimeoutError",
+    "CollectiveUnavailableError",
+    "Collectives",
     "CompileError",
     "Compiled",
     "Completer",
+    "Group",
+    "Member",
+    "Round",
     "ComputeServer",
     "ComputeStorage",
     "Config",
@@ -128,6 +144,7 @@ __all__ = [
     "host_buffer",
     "host_copy",
     "next_storage_id",
+    "portable",
     "size_class",
     "staging_sizes",
     "thread_streams",

@@ -33,7 +33,8 @@ from cubeplug.registry.selector import Selector, parse_selector
 
 #: Re-exported: selection is where users of the registry look for selectors.
 __all__ = [
-    "Selection", "Selector", "client", "clients", "parse_selector", "reset", "resolve", "select", "use",
+    "Device", "Selection", "Selector", "client", "clients", "device_count", "devices", "enumerate_devices",
+    "parse_selector", "reset", "resolve", "select", "use",
 ]  # fmt: skip
 
 _current: ContextVar[Selector | None] = ContextVar("cubeplug_selector", default=None)
@@ -141,6 +142,7 @@ def select(
     """Choose the backend and device for ``selector`` by precedence, probing; raise if it cannot be used."""
     config = config or settings.effective_config()
     reg = registry or plugins.registry()
+    reg.configure(config.config)  # before any probe: a probe may list what the config asks for
     sel, origin = resolve(selector, config=config)
     if sel.is_auto:
         name, skipped = _auto(reg, config.config.backend.order)
@@ -186,6 +188,54 @@ def _auto(reg: PluginRegistry, order: list[str]) -> tuple[str, tuple[tuple[str, 
     raise BackendUnavailableError(f"auto-selection found no usable backend ({reasons})")
 
 
+# ---------------------------------------------------------------------------------------- devices
+@dataclass(frozen=True)
+class Device:
+    """One device of a usable backend: ``cubeplug.client(device.selector)`` drives it."""
+
+    backend: str
+    index: int
+    name: str
+
+    @property
+    def selector(self) -> str:
+        """The selector of this device, e.g. ``"cuda:1"``."""
+        return f"{self.backend}:{self.index}"
+
+    def __str__(self) -> str:
+        return f"{self.selector} {self.name}"
+
+
+def devices(backend: str | None = None) -> list[Device]:
+    """Every device of ``backend``, or of every usable backend (in the order ``cubeplug list`` shows),
+    as its probe lists them. A backend that is not usable here has no devices; an unknown name raises
+    (the error names the installed backends)."""
+    reg = plugins.registry()
+    reg.configure(settings.effective_config().config)
+    if backend is not None:
+        reg.backend(backend)  # unknown, blocked or failed: raises
+        names = [backend]
+    else:
+        reg.load_all()
+        names = [b.name for b in reg.loaded_backends()]
+    found: list[Device] = []
+    for name in names:
+        probe = reg.probe(name)
+        if probe.ok:
+            found.extend(Device(name, i, dev) for i, dev in enumerate(probe.devices))
+    return found
+
+
+#: The seed's (CubeCL's) name for :func:`devices`.
+enumerate_devices = devices
+
+
+def device_count(backend: str | None = None) -> int:
+    """How many devices ``backend`` offers here (0 where it is not usable); with no name, every usable
+    backend's devices together (CubeCL's ``device_count_total``)."""
+    return len(devices(backend))
+
+
 # ---------------------------------------------------------------------------------------- clients
 _clients: dict[tuple[Any, ...], ComputeClient] = {}
 _clients_lock = threading.RLock()
@@ -219,7 +269,6 @@ def client(selector: str | Selector | None = None, **overrides: Any) -> ComputeC
                 config, {"backends": {selection.backend: {"filter": sel.filter}}}, "selector"
             )
         reg = plugins.registry()
-        reg.configure(eff.config)
         if eff.origin("logging.level").kind != "default":  # never override the application's logging
             logging.getLogger("cubeplug").setLevel(eff.config.logging.level.upper())
         made = reg.build_client(selection.backend, selection.device, config.config)

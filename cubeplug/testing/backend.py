@@ -77,8 +77,9 @@ class BackendUnderTest:
                 raise
         return client(self.selector)
 
-    def fresh(self, **sections: Any) -> ComputeClient:
-        """A new client of the selector, its config's ``sections`` overridden (``memory={"limit": 1}``)."""
+    def fresh(self, device: int | None = None, **sections: Any) -> ComputeClient:
+        """A new client of the selector (or of its backend's ``device``), its config's ``sections``
+        overridden (``memory={"limit": 1}``)."""
         from cubeplug.registry.plugins import registry
         from cubeplug.registry.selection import select
         from cubeplug.registry.settings import effective_config, with_overrides
@@ -93,7 +94,8 @@ class BackendUnderTest:
             )
         reg = registry()
         reg.configure(eff.config)
-        return reg.build_client(selection.backend, selection.device, config.config)
+        index = selection.device if device is None else device
+        return reg.build_client(selection.backend, index, config.config)
 
 
 def register_builtin(name: str) -> bool:

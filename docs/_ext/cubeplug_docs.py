@@ -148,6 +148,7 @@ class BackendOptions(SphinxDirective):
             "cuda": ("cubeplug.backends.cuda.options", "_PARSERS"),
             "opencl": ("cubeplug.backends.opencl.options", "OPTIONS"),
             "webgpu": ("cubeplug.backends.webgpu.plugin", "_OPTIONS"),
+            "cpu": ("cubeplug.backends.cpu.plugin", "OPTIONS"),
         }
         rows: list[list[Any]] = []
         import importlib
@@ -167,7 +168,6 @@ class BackendOptions(SphinxDirective):
                     cells.append(", ")
                 cells.append(("code", key))
             rows.append([[("code", f"[backends.{backend}]")], cells])
-        rows.append([[("code", "[backends.cpu]")], "(none)"])
         return [_table(["section", "keys"], rows, [25, 75])]
 
 

@@ -1,4 +1,9 @@
-"""Hook implementations of the CPU backend: the entry point ``cpu = cubeplug.backends.cpu.plugin``."""
+"""Hook implementations of the CPU backend: the entry point ``cpu = cubeplug.backends.cpu.plugin``.
+
+The backend offers ``[backends.cpu] devices`` devices (env ``CUBEPLUG_BACKENDS_CPU_DEVICES``, default
+1): each ``cpu:<i>`` is a client of its own (its own memory and worker thread), so that code for
+several devices (peer copies, collectives) runs and is tested on any machine.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +14,54 @@ from cubeplug.plugin import (
     BackendUnavailableError,
     ComputeStorage,
     Config,
+    ConfigError,
     MemoryProperties,
     Probe,
+    check_option_keys,
     hookimpl,
 )
 
 NAME = "cpu"
+#: The most devices ``[backends.cpu] devices`` may ask for: each is a worker thread and a memory pool.
+MAX_DEVICES = 64
+#: The keys of ``[backends.cpu]``.
+OPTIONS = ("devices",)
+#: The device count of the configuration last handed to ``cubeplug_configure`` (what the probe lists).
+_configured = 1
+
+
+def device_count(config: Config) -> int:
+    """``[backends.cpu] devices`` of ``config``, or ConfigError saying what is allowed."""
+    options = config.backend_options(NAME)
+    check_option_keys(NAME, options, OPTIONS)
+    value = options.get("devices", 1)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+        raise ConfigError(
+            f"bad value for backends.cpu.devices: {value!r} is not a device count",
+            key="backends.cpu.devices",
+            allowed=f"an integer from 1 to {MAX_DEVICES}",
+        )
+    return value
 
 
 def probe() -> Probe:
-    """The CPU backend needs only numpy, so it is always available."""
+    """The CPU backend needs only numpy, so it is always available; it lists its configured devices."""
     import platform
 
-    return Probe(True, "numpy on the host CPU", (platform.processor() or platform.machine() or "cpu",))
+    name = platform.processor() or platform.machine() or "cpu"
+    return Probe(True, "numpy on the host CPU", (name,) * _configured)
+
+
+@hookimpl
+def cubeplug_configure(config: Config) -> None:
+    """Remember the device count the probe lists (a bad value is reported when a client is built)."""
+    global _configured
+    try:
+        _configured = device_count(config)
+    except ConfigError:
+        _configured = 1
 
 
 @hookimpl
@@ -40,9 +80,14 @@ def cubeplug_backends() -> list[BackendSpec]:
     ]
 
 
-def _check_device(device: int) -> None:
-    if device != 0:
-        raise BackendUnavailableError(f"the cpu backend has one device, cpu:0; cpu:{device} does not exist")
+def _check_device(device: int, config: Config) -> None:
+    count = device_count(config)
+    if not 0 <= device < count:
+        raise BackendUnavailableError(
+            f"the cpu backend has {count} device{'s' if count > 1 else ''} (cpu:0 to cpu:{count - 1}); "
+            f"cpu:{device} does not exist: set [backends.cpu] devices (or CUBEPLUG_BACKENDS_CPU_DEVICES) "
+            f"to {device + 1} or more for more devices"
+        )
 
 
 @hookimpl
@@ -50,7 +95,7 @@ def cubeplug_compute_storage(backend: str, device: int, config: Config) -> Compu
     """Numpy-backed storage."""
     if backend != NAME:
         return None
-    _check_device(device)
+    _check_device(device, config)
     from cubeplug.backends.cpu.storage import CpuStorage
 
     return CpuStorage()

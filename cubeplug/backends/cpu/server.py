@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -23,6 +24,7 @@ from cubeplug.plugin import (
     ExecutionMode,
     Handle,
     Kernel,
+    LaunchError,
     Scheduler,
     SliceToken,
     device_setup,
@@ -35,6 +37,22 @@ Binding = tuple[SliceToken, int, int]
 
 def _binding(handle: Handle) -> Binding:
     return (handle.memory(), handle.start, handle.size)
+
+
+#: Seconds one side of a copy between two cpu devices waits for the other's worker: past it the side
+#: fails (an asynchronous LaunchError) instead of hanging when the other side's work was dropped.
+PEER_TIMEOUT = 300.0
+
+
+class _PeerLink:
+    """The two events of one copy between cpu devices: the source's work before it ran (``ready``),
+    and the copy is done (``done``: the source's worker may run later work that writes the source)."""
+
+    __slots__ = ("done", "ready")
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.done = threading.Event()
 
 
 class CpuServer(ComputeServer):
@@ -177,6 +195,44 @@ class CpuServer(ComputeServer):
     def copy(self, stream_id: int, src: Handle, dst: Handle) -> None:
         """Queue a copy between two handles (numpy's, on the worker)."""
         self.scheduler.register(stream_id, (self._run_copy, (_binding(src), _binding(dst))), (src, dst))
+
+    # ------------------------------------------------------------------ other devices
+    def peer_copies_to(self, other: ComputeServer) -> bool:
+        """Another cpu device's memory is host memory too: copy directly, between the two workers."""
+        return isinstance(other, CpuServer) and other is not self
+
+    def copy_to_peer(
+        self, src: Handle, other: ComputeServer, dst: Handle, stream_id: int, other_stream_id: int
+    ) -> None:
+        """The source's worker signals when the work before the copy ran and waits until the
+        destination's worker, at the copy's place in its own order, copied the bytes. Both halves are
+        submitted at once, in the order the copies were asked for, so their waits never form a cycle."""
+        assert isinstance(other, CpuServer)
+        link = _PeerLink()
+        self.scheduler.register(stream_id, (self._run_send, (link,)), (src,))
+        self.scheduler.flush(stream_id)
+        task = (other._run_receive, (link, self, _binding(src), _binding(dst)))
+        other.scheduler.register(other_stream_id, task, (dst,))
+        other.scheduler.flush(other_stream_id)
+
+    def _run_send(self, link: _PeerLink) -> None:
+        link.ready.set()
+        if not link.done.wait(PEER_TIMEOUT):
+            raise LaunchError(
+                f"a copy to another cpu device did not complete within {PEER_TIMEOUT:g} s (the other "
+                f"device's work was dropped?); the destination does not hold the data"
+            )
+
+    def _run_receive(self, link: _PeerLink, source: CpuServer, src: Binding, dst: Binding) -> None:
+        try:
+            if not link.ready.wait(PEER_TIMEOUT):
+                raise LaunchError(
+                    f"a copy from another cpu device never started within {PEER_TIMEOUT:g} s (the "
+                    f"source device's work was dropped?); the destination does not hold the data"
+                )
+            self._view(dst)[:] = source._view(src)
+        finally:
+            link.done.set()
 
     def fill(self, stream_id: int, handle: Handle, pattern: bytes) -> None:
         """Queue a numpy fill of the handle's bytes with ``pattern`` (no host snapshot of the region)."""

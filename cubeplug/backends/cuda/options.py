@@ -16,6 +16,9 @@ key                       meaning                                               
                           the driver's own path for pageable memory (reads above 4 MiB
                           are copied on the device and downloaded that way anyway, off
                           the caller's thread; pinned memory is then their fallback)
+``collectives``           ``"nccl"`` (NCCL through ``cupy.cuda.nccl``; missing NCCL is     ``"nccl"``
+                          a CollectiveUnavailableError) or ``"portable"`` (cubeplug's
+                          kernels and peer copies, as on the other backends)
 ========================  ==============================================================  ==========
 """
 
@@ -30,6 +33,7 @@ from typing import Any
 from cubeplug.plugin import ConfigError, check_option_keys
 
 LAUNCH_PATHS = ("auto", "driver", "cupy")
+COLLECTIVES = ("nccl", "portable")
 _UNITS = {
     "": 1,
     "b": 1,
@@ -58,6 +62,7 @@ class CudaOptions:
     pitch_alignment: int = 512
     launch: str = "auto"
     pinned_pool_bytes: int = 256 << 20
+    collectives: str = "nccl"
     staging_max_bytes: int = 64 << 20
 
     def page_size(self, total_memory: int) -> int:
@@ -131,7 +136,18 @@ def _launch(value: Any) -> str:
     return str(value)
 
 
+def _collectives(value: Any) -> str:
+    if value not in COLLECTIVES:
+        raise ConfigError(
+            f"{_WHERE} collectives = {value!r} is not an implementation",
+            key="collectives",
+            allowed=", ".join(COLLECTIVES),
+        )
+    return str(value)
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
+    "collectives": _collectives,
     "max_page_size": _page_size,
     "pitch_alignment": _pitch,
     "launch": _launch,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cubeplug.backends.cuda.collectives import NcclCollectives, load_nccl
 from cubeplug.backends.cuda.compiler import DIALECTS, CudaProgram, compile_cuda
 from cubeplug.backends.cuda.device import DeviceGuard, DeviceProperties, query
 from cubeplug.backends.cuda.interop import cupy_view
@@ -370,6 +371,13 @@ class CudaServer(CudaTransfers):
         self.guard()
         super().memory_cleanup()
         self.pinned.trim()
+
+    def new_collectives(self) -> NcclCollectives | None:
+        """NCCL (CollectiveUnavailableError where it is missing), unless ``[backends.cuda]
+        collectives = "portable"`` asks for the portable collectives."""
+        if self.options.collectives == "portable":
+            return None
+        return NcclCollectives(self, load_nccl())
 
     def close(self) -> None:
         """Wait for the device, stop the helper threads and free pinned and device memory."""

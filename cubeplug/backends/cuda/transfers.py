@@ -46,7 +46,6 @@ from cubeplug.plugin import (
     Tensor,
     ValidationError,
     contiguous_strides,
-    current_stream_id,
     dtype_of,
     host_address,
     host_buffer,
@@ -70,6 +69,8 @@ SNAPSHOT_MIN = 4 << 20
 FILL_SEED = 64 << 10
 #: cudaHostAllocPortable: pinned for every device's context, not only the current one.
 HOST_ALLOC_PORTABLE = 1
+#: cudaErrorPeerAccessAlreadyEnabled: another client of the device enabled it first.
+PEER_ACCESS_ALREADY_ENABLED = 704
 
 
 class CudaTransfers(ComputeServer):
@@ -532,31 +533,62 @@ class CudaTransfers(ComputeServer):
         return future
 
     # ------------------------------------------------------------------ other devices
-    def transfer_to(self, handle: Handle, other: ComputeServer, stream_id: int) -> Handle | None:
-        """A copy of ``handle`` on another CUDA server (peer copy across devices); None for other backends."""
-        if not isinstance(other, CudaTransfers) or other is self:
-            return None
-        self.check_handle(handle)
-        n = handle.size
-        other_sid = other.stream_id(current_stream_id())
-        dst = other.empty(n, other_sid)
-        if n == 0:
-            return dst
+    def peer_copies_to(self, other: ComputeServer) -> bool:
+        """Another CUDA server: a device copy (same device), a peer copy, or one staged in pinned memory."""
+        return isinstance(other, CudaTransfers) and other is not self
+
+    def copy_to_peer(
+        self, src: Handle, other: ComputeServer, dst: Handle, stream_id: int, other_stream_id: int
+    ) -> None:
+        """``src`` into ``dst`` of another CUDA server: ``other``'s stream waits on an event of this
+        server's stream, then copies (a device copy on one device; ``memcpyPeerAsync`` where peer
+        access is possible, NVLink or PCIe P2P; else down into a pinned block on this side and up on
+        the other, never through pageable memory). ``src`` is held until the copy completed."""
+        assert isinstance(other, CudaTransfers)
+        n = src.size
         self.guard()
-        src = self._ptr(handle)
-        with self.multistream.resolve(stream_id, (handle,)) as res:
+        s = self._ptr(src)
+        staged = other.device != self.device and not self._peer_access(other)
+        block = self.pinned.take(n) if staged else None
+        with self.multistream.resolve(stream_id, (src,)) as res:
+            if block is not None:
+                self._memcpy(block.ptr, s, n, D2H, res.stream.ptr)
             ready = self.streams.flush(res.stream)
         other.guard()
         try:
             d = other._ptr(dst)
-            with other.multistream.resolve(other_sid, (dst,)) as ores:
+            with other.multistream.resolve(other_stream_id, (dst,)) as ores:
                 other.streams.wait_event(ores.stream, ready)
-                if other.device == self.device:
-                    self._memcpy(d, src, n, D2D, ores.stream.ptr)
+                if block is not None:
+                    other._memcpy(d, block.ptr, n, H2D, ores.stream.ptr)
+                elif other.device == self.device:
+                    self._memcpy(d, s, n, D2D, ores.stream.ptr)
                 else:
-                    self._rt.memcpyPeerAsync(d, other.device, src, self.device, n, ores.stream.ptr)
+                    self._rt.memcpyPeerAsync(d, other.device, s, self.device, n, ores.stream.ptr)
                 done = other.streams.flush(ores.stream)
         finally:
             self.guard()
-        self.multistream.gc.register(done, handle.memory())
-        return dst
+        if block is not None:
+            self.pinned.give(block, done)
+        self.multistream.gc.register(done, src.memory())
+
+    def _peer_access(self, other: CudaTransfers) -> bool:
+        """Whether the two devices reach each other's memory; enabled both ways on the first copy
+        (cudaDeviceEnablePeerAccess: without it ``memcpyPeerAsync`` is staged by the driver)."""
+        known: dict[int, bool] = self.__dict__.setdefault("_peers", {})
+        found = known.get(other.device)
+        if found is None:
+            found = bool(self._rt.deviceCanAccessPeer(self.device, other.device)) and bool(
+                self._rt.deviceCanAccessPeer(other.device, self.device)
+            )
+            if found:
+                for server, peer in ((self, other.device), (other, self.device)):
+                    server.guard()
+                    try:
+                        self._rt.deviceEnablePeerAccess(peer)
+                    except self._rt.CUDARuntimeError as e:
+                        if getattr(e, "status", None) != PEER_ACCESS_ALREADY_ENABLED:
+                            raise
+                self.guard()
+            known[other.device] = found
+        return found

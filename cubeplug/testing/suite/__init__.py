@@ -17,6 +17,7 @@ pytest.register_assert_rewrite(
     "cubeplug.testing.suite.arrays",
     "cubeplug.testing.suite.bad_input",
     "cubeplug.testing.suite.capture",
+    "cubeplug.testing.suite.collectives",
     "cubeplug.testing.suite.corpus",
     "cubeplug.testing.suite.data",
     "cubeplug.testing.suite.faults",
@@ -40,6 +41,11 @@ from cubeplug.testing.fixtures import (  # noqa: E402
 from cubeplug.testing.suite.arrays import TestArrays  # noqa: E402
 from cubeplug.testing.suite.bad_input import TestBadInput, keeper  # noqa: E402
 from cubeplug.testing.suite.capture import TestCapture  # noqa: E402
+from cubeplug.testing.suite.collectives import (  # noqa: E402
+    TestCollectiveErrors,
+    TestCollectives,
+    cubeplug_peers,
+)
 from cubeplug.testing.suite.corpus import TestBadInputCorpus  # noqa: E402
 from cubeplug.testing.suite.data import TestRoundTrip, TestTensors, TestViews  # noqa: E402
 from cubeplug.testing.suite.faults import TestFork, TestInterrupts  # noqa: E402
@@ -65,6 +71,8 @@ __all__ = [
     "TestCapture",
     "TestClientModel",
     "TestClose",
+    "TestCollectiveErrors",
+    "TestCollectives",
     "TestCompileCache",
     "TestCubeCount",
     "TestFork",
@@ -86,6 +94,7 @@ __all__ = [
     "cubeplug_cpu_client",
     "cubeplug_fresh_client",
     "cubeplug_new_client",
+    "cubeplug_peers",
     "keeper",
     "lang_client",
 ]

@@ -223,8 +223,18 @@ class Runtime(types.ModuleType):
     def memcpyPeerAsync(
         self, dst: int, dstDevice: int, src: int, srcDevice: int, size: int, stream: int
     ) -> None:
+        self.calls.append(f"memcpyPeerAsync size={size}")
         self._check(dst, src, size, 3)
         ctypes.memmove(dst, src, size)
+
+    #: Whether devices reach each other's memory (False: copies between them are staged).
+    peer_access = True
+
+    def deviceCanAccessPeer(self, device: int, peer: int) -> int:
+        return int(self.peer_access)
+
+    def deviceEnablePeerAccess(self, peer: int) -> None:
+        self.calls.append(f"deviceEnablePeerAccess {peer}")
 
     # streams and events
     def streamCreateWithFlags(self, flags: int) -> int:

@@ -491,13 +491,17 @@ def test_launch_paths_agree(make_client, path) -> None:  # type: ignore[no-untyp
     assert client.launcher.compiled_for(ADD_ONE, checked=False).program.launch_path == path
 
 
-def test_peer_copy_between_two_devices(mode, make_client) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("peer_access", [True, False])
+def test_peer_copy_between_two_devices(mode, make_client, peer_access) -> None:  # type: ignore[no-untyped-def]
+    """A peer copy where the devices reach each other, staged through a pinned block where not
+    (the fake runtime plays both; a real pair of GPUs plays what it is)."""
     import cupy
 
     from cubeplug.backends.cuda.device import device_count
 
     if mode == "fake":
         cupy.cuda.runtime.devices = 2
+        cupy.cuda.runtime.peer_access = peer_access
     elif device_count() < 2:
         pytest.skip("needs two CUDA devices")
     a, b = make_client(0), make_client(1)
@@ -510,6 +514,9 @@ def test_peer_copy_between_two_devices(mode, make_client) -> None:  # type: igno
     expect = np.arange(4096, dtype=np.float32)
     expect[:16] = 5
     np.testing.assert_array_equal(b.to_numpy(moved, "f32"), expect)
+    if mode == "fake":
+        peer = [c for c in cupy.cuda.runtime.calls if c.startswith("memcpyPeerAsync")]
+        assert peer == (["memcpyPeerAsync size=16384"] if peer_access else [])
     b.launch(FILL, 1, [moved], [1.0, 8])
     np.testing.assert_array_equal(b.to_numpy(moved, "f32")[:9], [1] * 8 + [5])
 

@@ -1,0 +1,310 @@
+"""Collectives across the clients of one process: the driver, and the interface an implementation fills.
+
+Users' guide: docs/devices.md. Each participating client calls the same collective (``all_reduce``,
+``broadcast``, ``all_gather``, ``reduce_scatter``) from a thread of its own, naming the same
+``devices``; :func:`run` then
+
+1. checks the caller's own arguments (op, dtype, handles, its place in ``devices``), and joins the
+   :class:`Group` of that device set (one per backend and device set, kept for the process);
+2. waits in a round (:mod:`cubeplug.core.rendezvous`) until every rank arrived, or raises for all
+   of them: the calls disagree
+   (:class:`~cubeplug.core.errors.CollectiveMismatchError`), a rank failed its own checks
+   (:class:`~cubeplug.core.errors.CollectiveAbortedError` for the others), or a rank never came
+   (:class:`~cubeplug.core.errors.CollectiveTimeoutError` naming it);
+3. hands the round to the client's :class:`Collectives` (``ComputeServer.new_collectives`` for a
+   backend with its own, e.g. NCCL on cuda; else the portable one of :mod:`cubeplug.collectives`), which
+   queues this rank's part on the caller's stream and returns; the work runs asynchronously, ordered
+   with the client's other work on that stream;
+4. waits until every rank queued its part (a rank may overwrite its ``src`` only after the others
+   queued their reads of it), and returns.
+
+The core holds no implementation that needs kernels (it cannot import ``lang``): the portable one
+installs itself here with :func:`install_portable` when :mod:`cubeplug.collectives` is imported, which
+``cubeplug.client`` does when the face first resolves it (docs/architecture.md says why).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from cubeplug.core.errors import (
+    CollectiveAbortedError,
+    CollectiveError,
+    CollectiveMismatchError,
+    CollectiveUnavailableError,
+    ValidationError,
+    describe,
+)
+from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import DTYPES, dtype_of
+from cubeplug.core.rendezvous import RENDEZVOUS, Call, Group, Member, Round, size_problem
+
+#: Re-exported: an implementation of :class:`Collectives` works with these.
+__all__ = [
+    "DEFAULT_TIMEOUT", "KINDS", "OPS", "RENDEZVOUS", "Call", "Collectives", "Group", "Member", "ProcessGroup",
+    "Round", "install_portable", "portable", "prepare", "run", "size_problem",
+]  # fmt: skip
+
+#: The collectives, and the reductions ``all_reduce`` and ``reduce_scatter`` take.
+KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+OPS = ("sum", "prod", "min", "max")
+#: Seconds a participant waits for the others, unless the call says otherwise.
+DEFAULT_TIMEOUT = 120.0
+
+
+
+
+# ---------------------------------------------------------------------------------------- interface
+class Collectives(ABC):
+    """How one backend moves and reduces the data of a round once every rank arrived.
+
+    :meth:`queue` runs on each participant's own thread, with its member; it queues that rank's part
+    on ``member.stream`` of ``member.client`` (the thread's own stream) and returns without waiting
+    for the device."""
+
+    #: A short name for messages and the bench (``"portable"``, ``"nccl"``).
+    name = "collectives"
+
+    @abstractmethod
+    def dtypes(self, client: Any) -> frozenset[str]:
+        """The dtypes this implementation reduces and moves on ``client``."""
+
+    @abstractmethod
+    def queue(self, group: Group, rnd: Round, member: Member) -> Callable[[], None] | None:
+        """Queue ``member``'s reads of the others' data (all of ``rnd.members`` are set and agree).
+
+        May return a function that queues the rest (the writes of ``dst``), which :func:`run` calls
+        once every rank queued its reads: a rank's ``dst`` may be its ``src``, which the others read."""
+
+    def sync(self, client: Any) -> None:
+        """Wait until the collectives the calling thread queued on ``client`` completed."""
+        client.sync()
+
+
+class ProcessGroup(ABC):
+    """The participants of a collective across processes (one client each), passed as ``devices``:
+    ``client.all_reduce(src, dst, devices=group)`` then runs through the group (e.g.
+    :class:`cubeplug.ray.RayGroup`), so that code written for one process runs unchanged."""
+
+    rank: int
+    world: int
+
+    @abstractmethod
+    def collective(
+        self, client: Any, kind: str, src: Any, dst: Any, *, op: str, dtype: Any, root: int, timeout: float
+    ) -> None:
+        """This process's call of collective ``kind`` on ``client``."""
+
+
+_portable: Callable[[], Collectives] | None = None
+
+
+def install_portable(factory: Callable[[], Collectives]) -> None:
+    """Make ``factory`` the collectives of clients whose server has none of its own."""
+    global _portable
+    _portable = factory
+
+
+def portable() -> Collectives:
+    """The portable collectives (:mod:`cubeplug.collectives` installs them when imported)."""
+    if _portable is None:
+        raise CollectiveUnavailableError(
+            "the portable collectives are not loaded: import cubeplug.collectives (cubeplug.client "
+            "loads them; a client built another way needs the import)"
+        )
+    return _portable()
+
+
+# ---------------------------------------------------------------------------------------- the driver
+def run(
+    client: Any,
+    kind: str,
+    src: Any,
+    dst: Any,
+    *,
+    devices: Sequence[Any],
+    op: str = "sum",
+    dtype: Any = None,
+    root: int = 0,
+    timeout: float | None = None,
+) -> None:
+    """One participant's call of collective ``kind`` (the client methods call this)."""
+    timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    if not timeout > 0:
+        raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(devices, ProcessGroup):  # one client per process: the group's own rendezvous
+        devices.collective(client, kind, src, dst, op=op, dtype=dtype, root=root, timeout=timeout)
+        return
+    group, rank = _join(client, devices)
+    impl: Collectives | None = None
+    error: BaseException | None = None
+    try:
+        impl = client.collectives  # NCCL missing raises here: the other ranks are told
+        call, src_h, dst_h = prepare(client, impl, kind, src, dst, op, dtype, root, group.size, rank)
+        stream = client.stream_id()
+    except (CollectiveError, ValidationError) as exc:
+        error = exc
+        call, src_h, dst_h, stream = Call(kind, str(op), str(dtype), 0), None, None, -1
+    member = Member(rank, client, call, src_h, dst_h, stream, error)  # type: ignore[arg-type]
+    rnd = group.meet(member, timeout)
+    assert impl is not None  # meet raised this rank's own error otherwise
+    try:
+        finish = impl.queue(group, rnd, member)
+    except BaseException as exc:
+        group.leave(rnd, rank, timeout, exc)
+        raise
+    group.leave(rnd, rank, timeout)
+    if finish is not None:
+        finish()
+
+
+def prepare(
+    client: Any, impl: Collectives, kind: str, src: Any, dst: Any, op: Any, dtype: Any, root: Any,
+    size: int, rank: int,
+) -> tuple[Call, Handle | None, Handle]:  # fmt: skip
+    """One rank's checked call and handles (each problem a CollectiveError or ValidationError)."""
+    call = Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, size))
+    src_h, dst_h = _handles(client, call, src, dst, rank)
+    return call, src_h, dst_h
+
+
+def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
+    """The group of ``devices`` and the caller's rank in it."""
+    if client.closed:
+        raise CollectiveAbortedError(
+            f"a collective on a closed client ({client.device}): get a new client with cubeplug.client()"
+        )
+    if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence) or len(devices) == 0:
+        raise CollectiveMismatchError(
+            f"devices must be a list of the participating clients (or their device indices), got "
+            f"{describe(devices)}"
+        )
+    items = list(devices)
+    by_client = all(hasattr(d, "server") and hasattr(d, "device") for d in items)
+    by_index = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in items)
+    if not (by_client or by_index):
+        raise CollectiveMismatchError(
+            f"devices must be all ComputeClients or all device indices, got {describe(devices)}"
+        )
+    if by_client:
+        keys = [_identity(d) for d in items]
+        names = [str(d.device) for d in items]
+        for d in items:
+            if d.backend != client.backend:
+                raise CollectiveMismatchError(
+                    f"devices mixes backends ({d.backend} and {client.backend}): a collective runs "
+                    f"among clients of one backend; move data between backends with to_client"
+                )
+            if d.closed:
+                raise CollectiveAbortedError(
+                    f"devices lists a closed client ({d.device}): get a new one with cubeplug.client()"
+                )
+        mine = _identity(client)
+    else:
+        keys = [int(d) for d in items]
+        names = [f"{client.backend}:{k}" for k in keys]
+        mine = client.device.index
+    seen: set[Any] = set()
+    for key, name in zip(keys, names):
+        if key in seen:
+            raise CollectiveMismatchError(
+                f"devices lists {name} twice: each participant once (for several clients of one "
+                f"device, list the clients themselves)"
+            )
+        seen.add(key)
+    if mine not in keys:
+        raise CollectiveMismatchError(
+            f"this client ({client.device}) is not among the devices [{', '.join(names)}]: every "
+            f"participant calls the collective with the list that includes it"
+        )
+    group = RENDEZVOUS.group((client.backend, "clients" if by_client else "indices", *keys), names)
+    return group, keys.index(mine)
+
+
+def _identity(client: Any) -> int:
+    """A client's key in a group: its server's id (never reused, unlike ``id()``, so a group
+    keyed by clients that are gone never answers for new ones)."""
+    return int(client.server.id)
+
+
+def _op(kind: str, op: Any) -> str:
+    if kind in ("all_reduce", "reduce_scatter") and op not in OPS:
+        raise CollectiveMismatchError(f"op must be one of {', '.join(OPS)}, got {describe(op)}")
+    return str(op) if kind in ("all_reduce", "reduce_scatter") else "-"
+
+
+def _root(kind: str, root: Any, size: int) -> int:
+    if kind != "broadcast":
+        return 0
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < size:
+        raise CollectiveMismatchError(f"root must be a rank from 0 to {size - 1}, got {describe(root)}")
+    return int(root)
+
+
+def _dtype(client: Any, impl: Collectives, src: Any, dst: Any, dtype: Any) -> str:
+    """The element type: ``dtype``, or the Arrays' own (which must agree with it)."""
+    found = {dtype_of(a.dtype) for a in (src, dst) if hasattr(a, "dtype") and hasattr(a, "handle")}
+    if dtype is not None:
+        try:
+            name = dtype_of(dtype)
+        except (ValidationError, TypeError, KeyError) as exc:
+            raise CollectiveMismatchError(f"dtype: {exc}") from exc
+        if found and {name} != found:
+            raise CollectiveMismatchError(
+                f"dtype={name} but the arrays are {', '.join(sorted(found))}: leave dtype out for arrays"
+            )
+    elif len(found) == 1:
+        name = found.pop()
+    else:
+        raise CollectiveMismatchError(
+            "a collective needs the element type: pass cubeplug.Arrays of one dtype, or dtype= with "
+            "handles (handles are untyped bytes)"
+            if not found else f"src and dst are arrays of different dtypes ({', '.join(sorted(found))})"
+        )
+    allowed = impl.dtypes(client)
+    if not allowed:
+        raise CollectiveUnavailableError(
+            f"the {impl.name} collectives cannot run on this {client.backend} client: it compiles no "
+            f"kernel dialect they generate (cubeplug.lang's c, wgsl, python); its backend needs "
+            f"collectives of its own (ComputeServer.new_collectives)"
+        )
+    if name not in allowed:
+        raise CollectiveMismatchError(
+            f"the {impl.name} collectives of {client.backend} do not take {name}; they take "
+            f"{', '.join(sorted(allowed))}"
+        )
+    return name
+
+
+def _handles(
+    client: Any, call: Call, src: Any, dst: Any, rank: int
+) -> tuple[Handle | None, Handle]:
+    """The handles of ``src`` and ``dst`` (Arrays must be contiguous), checked against the client."""
+    server = client.server
+    kind, root, itemsize = call.kind, call.root, int(DTYPES[call.dtype].itemsize)
+
+    def handle(obj: Any, what: str) -> Handle:
+        if hasattr(obj, "handle") and hasattr(obj, "is_contiguous"):
+            if not obj.is_contiguous:
+                raise ValidationError(f"{what} is a strided array view: pass a contiguous copy (.copy())")
+            if obj.client is not client:
+                raise ValidationError(f"{what} is an array of another client ({obj.client.device})")
+            obj = obj.handle
+        checked: Handle = server.check_handle(obj, what)
+        return checked
+
+    if kind == "broadcast" and rank != root:
+        src_h = None if src is None else handle(src, "src")
+    else:
+        src_h = handle(src, "src")
+    dst_h = handle(dst, "dst")
+    for h, what in ((src_h, "src"), (dst_h, "dst")):
+        if h is not None and h.size % itemsize:
+            raise ValidationError(
+                f"{what} holds {h.size} B, not a whole number of {itemsize}-byte elements"
+            )
+    return src_h, dst_h
