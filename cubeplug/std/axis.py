@@ -17,7 +17,7 @@ from cubeplug.core.array import Array as DeviceArray
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.handle import Tensor as DeviceTensor
 from cubeplug.core.kernel import CubeCount, dtype_of
-from cubeplug.lang import Array, Comptime, Tensor, u32
+from cubeplug.lang import Array, Comptime, Tensor
 from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, combine, element_type, identity, lang_type, op_code
 from cubeplug.std.reduction import CUBE, LOG_CUBE
@@ -56,7 +56,9 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
     ``array.sum(axis=axis, dtype=array.dtype)`` (or ``max``...) gives it: a new 1-D Array."""
     code = op_code(op, "reduce_axis")
     if not isinstance(array, DeviceArray):
-        raise ValidationError(f"reduce_axis takes a cubeplug.Array (client.asarray(...)), got {type(array).__name__}")
+        raise ValidationError(
+            f"reduce_axis takes a cubeplug.Array (client.asarray(...)), got {type(array).__name__}"
+        )
     if array.ndim != 2:
         raise ValidationError(f"reduce_axis takes a 2-D Array, got shape {array.shape}; reshape it first")
     if axis not in (0, 1, -1, -2):
@@ -71,7 +73,9 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
     checks.count(length, "line length")
     if length == 0 and lines:
         if code in (MAX, MIN):
-            raise ValidationError(f"reduce_axis: op={op!r} along an empty axis has no value (numpy raises too)")
+            raise ValidationError(
+                f"reduce_axis: op={op!r} along an empty axis has no value (numpy raises too)"
+            )
         filled: DeviceArray = client.asarray(np.full(lines, identity(code, name)))
         return filled
     result: DeviceArray = client.empty_array((lines,), name)
@@ -80,5 +84,6 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
     checks.buffer(client, array.handle, 0, "reduce_axis: array")
     view = DeviceTensor(array.handle, shape, strides, array.dtype)
     cubes = checks.groups(lines, 1)
-    axis_pass.launch_unchecked(client, CubeCount(cubes), CUBE, view, result.handle, OP=code, T=lang_type(name))
+    axis_pass.launch_unchecked(client, CubeCount(cubes), CUBE, view, result.handle, OP=code,
+                               T=lang_type(name))
     return result
