@@ -200,7 +200,8 @@ def test_scan_of_many_blocks_views_and_empty(client: Any) -> None:
     off = max(16, client.capabilities.offset_alignment)
     y = np.arange(off // 4 + 100, dtype=np.float32)
     view = client.create(y).offset_start(off)
-    assert np.allclose(client.to_numpy(std.scan(client, view, 99), "f32"), np.cumsum(y[off // 4 : off // 4 + 99]))
+    want = np.cumsum(y[off // 4 : off // 4 + 99])
+    assert np.allclose(client.to_numpy(std.scan(client, view, 99), "f32"), want)
     assert std.scan(client, client.empty(0), 0).size == 0
     with pytest.raises(ValidationError, match="op must be one of"):
         std.scan(client, view, 4, op="mean")
