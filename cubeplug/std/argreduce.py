@@ -3,8 +3,8 @@
 One generic source, :func:`arg_pass`: each unit keeps its best (value, index) over a grid-stride
 slice, a tree in shared memory keeps the cube's best, and passes over the (value, index) partials
 run until one cube is left. Ties go to the lower index. NaN wins, as numpy's ``argmax`` and
-``argmin`` define it: the index of the first NaN when there is one (where the device computes
-``v != v`` for NaN; see :mod:`cubeplug.std.combine`).
+``argmin`` define it: the index of the first NaN when there is one (NaN tested as in
+:mod:`cubeplug.std.combine`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, CubeCount
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
-from cubeplug.std.combine import MAX, element_type, lang_type, op_code
+from cubeplug.std.combine import MAX, element_type, is_nan, lang_type, op_code
 from cubeplug.std.reduction import CUBE, LOG_CUBE
 
 #: Elements per unit of the first pass before its grid-stride loop wraps.
@@ -28,9 +28,9 @@ PER_UNIT = 8
 def better(op: int, v: Any, j: Any, w: Any, k: Any) -> Any:
     """True when (value ``v``, index ``j``) beats (``w``, ``k``): NaN first, then the larger (max)
     or smaller (min) value, then the lower index."""
-    if w != w:
-        return v != v and j < k
-    if v != v:
+    if is_nan(w):
+        return is_nan(v) and j < k
+    if is_nan(v):
         return True
     if op == MAX:
         return v > w or (v == w and j < k)

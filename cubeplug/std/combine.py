@@ -5,7 +5,8 @@ An operator is a comptime int (:data:`SUM`, :data:`PROD`, :data:`MAX`, :data:`MI
 :func:`combine` from a kernel; the branch on it folds when the kernel is specialized, so each
 (op, dtype) pair compiles to straight code. ``max``/``min`` propagate NaN as numpy's ``max`` does:
 the result is NaN when either side is (the comparisons are written so, not with C's ``fmax``, which
-drops NaN).
+drops NaN). NaN is tested as ``not (a == a)``, not ``a != a``: on WebGPU the language's ``!=``
+becomes an *ordered* not-equal (false when a side is NaN), while ``==`` is ordered everywhere.
 """
 
 from __future__ import annotations
@@ -30,15 +31,21 @@ DTYPES = ("f16", "f32", "f64", "i32", "u32")
 
 
 @cl.func
+def is_nan(v: Any) -> Any:
+    """True for NaN. Not ``v != v``: on WebGPU that is an ordered comparison, false for NaN."""
+    return not (v == v)  # noqa: SIM201
+
+
+@cl.func
 def combine(op: int, a: Any, b: Any) -> Any:
-    """``a op b``; NaN-propagating for max and min (``a != a`` is true only for NaN)."""
+    """``a op b``; NaN-propagating for max and min."""
     if op == SUM:
         return a + b
     if op == PROD:
         return a * b
     if op == MAX:
-        return a if (a > b or a != a) else b
-    return a if (a < b or a != a) else b
+        return a if (a > b or is_nan(a)) else b
+    return a if (a < b or is_nan(a)) else b
 
 
 def op_code(op: Any, what: str, allowed: tuple[str, ...] = tuple(OPS)) -> int:

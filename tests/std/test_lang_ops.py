@@ -34,12 +34,6 @@ def _data(dt: np.dtype[Any], n: int, seed: int = 0, high: float = 8.0) -> np.nda
     return rng.integers(0, int(high), n).astype(dt)
 
 
-def _nan_propagates(client: Any) -> bool:
-    """WGSL lets a compiler assume no NaN (lavapipe folds ``v != v`` to false), so NaN semantics
-    hold only where the kernels compile to C or run in the interpreter."""
-    return "wgsl" not in client.server.dialects
-
-
 def _sizes(dt: np.dtype[Any], sizes: tuple[int, ...]) -> list[int]:
     """f16 sums of many elements stall where the next addend is below half an ulp (numpy's at 4096
     for values near 1), in an order-dependent way: f16 is checked on small sizes."""
@@ -100,10 +94,11 @@ def test_reduce_nan_and_inf(client: Any) -> None:
     assert client.to_numpy(std.reduce(client, client.create(x), 400, "max"), "f32")[0] == np.inf
     assert client.to_numpy(std.reduce(client, client.create(x), 400, "min"), "f32")[0] == -np.inf
     assert np.isnan(client.to_numpy(std.reduce(client, client.create(x), 400, "sum"), "f32")[0])
-    if _nan_propagates(client):
-        x[301] = np.nan
+    for at in (0, 301, 399):
+        y = x.copy()
+        y[at] = np.nan
         for op in ("max", "min"):
-            assert np.isnan(client.to_numpy(std.reduce(client, client.create(x), 400, op), "f32")[0])
+            assert np.isnan(client.to_numpy(std.reduce(client, client.create(y), 400, op), "f32")[0])
 
 
 def test_reduce_errors(client: Any) -> None:
@@ -135,11 +130,12 @@ def test_argmax_nan_inf_and_errors(client: Any) -> None:
     x = np.array([1.0, -np.inf, np.inf, 5.0, np.inf], dtype=np.float32)
     assert client.to_numpy(std.argmax(client, client.create(x), 5), "u32")[0] == 2
     assert client.to_numpy(std.argmin(client, client.create(x), 5), "u32")[0] == 1
-    if _nan_propagates(client):
-        y = np.arange(3000, dtype=np.float32)
-        y[[1700, 2500]] = np.nan
-        assert client.to_numpy(std.argmax(client, client.create(y), 3000), "u32")[0] == 1700
-        assert client.to_numpy(std.argmin(client, client.create(y), 3000), "u32")[0] == 1700
+    y = np.arange(70001, dtype=np.float32)
+    y[[1700, 2500, 60000]] = np.nan
+    assert client.to_numpy(std.argmax(client, client.create(y), 70001), "u32")[0] == 1700
+    assert client.to_numpy(std.argmin(client, client.create(y), 70001), "u32")[0] == 1700
+    y[0] = np.nan
+    assert client.to_numpy(std.argmax(client, client.create(y), 70001), "u32")[0] == 0
     with pytest.raises(ValidationError, match="empty"):
         std.argmax(client, client.empty(0), 0)
 
@@ -203,6 +199,11 @@ def test_scan_of_many_blocks_views_and_empty(client: Any) -> None:
     want = np.cumsum(y[off // 4 : off // 4 + 99])
     assert np.allclose(client.to_numpy(std.scan(client, view, 99), "f32"), want)
     assert std.scan(client, client.empty(0), 0).size == 0
+    z = np.arange(5000, dtype=np.float32)
+    z[[10, 3000]] = [np.inf, np.nan]
+    for op in ("max", "sum"):
+        got = client.to_numpy(std.scan(client, client.create(z), 5000, op=op), "f32")
+        assert np.array_equal(got, ACCUMULATE[op].accumulate(z), equal_nan=True), op
     with pytest.raises(ValidationError, match="op must be one of"):
         std.scan(client, view, 4, op="mean")
 
