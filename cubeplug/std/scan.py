@@ -1,16 +1,21 @@
 """``scan``: the inclusive or exclusive prefix sum (product, maximum, minimum) of ``n`` elements.
 
-Multi-pass block scan, one generic source per pass:
+Reduce, then scan: three passes, one generic source each, reading the input twice and writing the
+output once (3n element transfers; a scan-then-add scheme moves 4n):
 
-1. :func:`scan_block`: each cube scans a block of ``CUBE * PER_UNIT`` elements (loaded coalesced
-   into shared memory; each unit scans its ``PER_UNIT`` consecutive elements; a Hillis-Steele scan
-   of the units' totals; each unit adds the total before it) and writes the block's total.
-2. The totals are scanned the same way (recursively, until one block holds them).
-3. :func:`scan_finish`: each element gets the scanned total of the blocks before its own; for an
-   exclusive scan, element ``i`` takes the inclusive value of ``i - 1`` (and the identity at 0).
+1. :func:`block_totals`: each cube folds one block of ``BLOCK = CUBE * PER_UNIT`` consecutive
+   elements (coalesced loads, a tree in shared memory) into ``sums[block]``.
+2. The totals are scanned inclusively by the same scheme (recursively, until one block holds
+   them).
+3. :func:`scan_block`: each cube loads its block coalesced into shared memory, each unit scans its
+   ``PER_UNIT`` consecutive elements, a Hillis-Steele scan runs over the units' totals, and every
+   element is combined with the total before it: the units' before it in the block, and the
+   blocks' before it (``sums[block - 1]``). An exclusive scan stores element ``i - 1``'s value at
+   ``i`` (the previous block's total, or the identity, at a block's first element).
 
 Elements past ``n`` in the last block are loaded as 0: a scan moves only rightwards, so they change
-no result, and the last block's total is never used. Blocks beyond 65535 cubes use a 2-D count.
+no stored result, and the last block's total is never used. Blocks beyond 65535 cubes use a 2-D
+count (the kernels skip the extra cubes).
 """
 
 from __future__ import annotations
@@ -25,17 +30,43 @@ from cubeplug.std import checks
 from cubeplug.std.combine import combine, element_type, identity, lang_type, op_code
 from cubeplug.std.reduction import CUBE, LOG_CUBE
 
-#: Consecutive elements each unit scans in the block pass (a block is CUBE * PER_UNIT elements).
+#: Consecutive elements each unit scans (a block is CUBE * PER_UNIT elements).
 PER_UNIT = 8
 BLOCK = CUBE * PER_UNIT
 
 
 @cl.kernel
-def scan_block(
-    x: Array[T], out: Array[T], sums: Array[T], n: u32, blocks: u32,  # type: ignore[name-defined]  # noqa: F821
+def block_totals(
+    x: Array[T], sums: Array[T], n: u32, blocks: u32, ident: T,  # type: ignore[name-defined]  # noqa: F821
     OP: Comptime[int], T: Comptime[cl.DType],
 ) -> None:
-    """The inclusive scan of each block into ``out``, the block's total into ``sums[block]``."""
+    """``sums[block]``: ``op`` over the block's elements (those before ``n``)."""
+    buf = cl.shared(T, CUBE)
+    blk = cl.CUBE_POS
+    u = cl.UNIT_POS_X
+    if blk < blocks:
+        base = blk * BLOCK
+        acc = ident
+        for k in cl.unroll(range(PER_UNIT)):
+            i = base + k * CUBE + u
+            if i < n:
+                acc = combine(OP, acc, x[i])
+        buf[u] = acc
+        cl.sync_cube()
+        for k in cl.unroll(range(LOG_CUBE)):
+            if u < (CUBE >> (k + 1)):
+                buf[u] = combine(OP, buf[u], buf[u + (CUBE >> (k + 1))])
+            cl.sync_cube()
+        if u == 0:
+            sums[blk] = buf[0]
+
+
+@cl.kernel
+def scan_block(
+    x: Array[T], out: Array[T], sums: Array[T], n: u32, blocks: u32, ident: T,  # type: ignore[name-defined]  # noqa: F821
+    OP: Comptime[int], EXCLUSIVE: Comptime[bool], T: Comptime[cl.DType],
+) -> None:
+    """The scan of each block, offset by the inclusive scan of the blocks' totals in ``sums``."""
     tile = cl.shared(T, BLOCK)
     tot = cl.shared(T, CUBE)
     blk = cl.CUBE_POS
@@ -62,62 +93,53 @@ def scan_block(
             cl.sync_cube()
             tot[u] = w
             cl.sync_cube()
+        # What comes before this unit's elements: the blocks before, then the units before.
+        before = ident
+        if blk > 0:
+            before = sums[blk - 1]
         if u > 0:
-            pre = tot[u - 1]
+            before = combine(OP, before, tot[u - 1])
+        if blk > 0 or u > 0:
             for k in cl.unroll(range(PER_UNIT)):
-                tile[u * PER_UNIT + k] = combine(OP, pre, tile[u * PER_UNIT + k])
+                tile[u * PER_UNIT + k] = combine(OP, before, tile[u * PER_UNIT + k])
         cl.sync_cube()
         for k in cl.unroll(range(PER_UNIT)):
-            i = base + k * CUBE + u
+            p = k * CUBE + u
+            i = base + p
             if i < n:
-                out[i] = tile[k * CUBE + u]
-        if u == 0:
-            sums[blk] = tot[CUBE - 1]
-
-
-@cl.kernel
-def scan_finish(
-    part: Array[T], sums: Array[T], out: Array[T], n: u32, ident: T,  # type: ignore[name-defined]  # noqa: F821
-    OP: Comptime[int], EXCLUSIVE: Comptime[bool], T: Comptime[cl.DType],
-) -> None:
-    """``out[i]``: the block-scanned ``part`` of ``i`` (of ``i - 1`` when exclusive) combined with
-    the inclusive scan of the totals of the blocks before it."""
-    for i in range(cl.ABSOLUTE_POS_X, n, cl.CUBE_DIM_X * cl.CUBE_COUNT_X):
-        if EXCLUSIVE and i == 0:
-            out[i] = ident
-        else:
-            j = i
-            if EXCLUSIVE:
-                j = i - 1
-            v = part[j]
-            b = j // BLOCK
-            if b > 0:
-                v = combine(OP, sums[b - 1], v)
-            out[i] = v
+                if EXCLUSIVE:
+                    if p > 0:
+                        out[i] = tile[p - 1]
+                    elif blk > 0:
+                        out[i] = sums[blk - 1]
+                    else:
+                        out[i] = ident
+                else:
+                    out[i] = tile[p]
 
 
 def _count(blocks: int) -> CubeCount:
-    """A count of ``blocks`` cubes, 2-D beyond 65535 (the kernel skips the extra ones)."""
+    """A count of ``blocks`` cubes, 2-D beyond 65535 (the kernels skip the extra ones)."""
     if blocks <= checks.MAX_GROUPS:
         return CubeCount(blocks)
     return CubeCount(checks.MAX_GROUPS, -(-blocks // checks.MAX_GROUPS))
 
 
-def _inclusive(client: Any, x: Handle, n: int, op: int, name: str, out: Handle | None) -> Handle:
-    """The inclusive scan of ``x[:n]``, into ``out`` (or a new handle) when one block holds it."""
+def _scan(client: Any, x: Handle, n: int, op: int, name: str, exclusive: bool, out: Handle) -> None:
+    """``out[:n]``: the scan of ``x[:n]`` (n > 0)."""
     T = lang_type(name)
     size = DTYPES[name].itemsize
     blocks = -(-n // BLOCK)
-    part: Handle = client.empty(n * size) if out is None or blocks > 1 else out
-    sums: Handle = client.empty(blocks * size)
-    scan_block.launch_unchecked(client, _count(blocks), CUBE, x, part, sums, n, blocks, OP=op, T=T)
-    if blocks == 1:
-        return part
-    scanned = _inclusive(client, sums, blocks, op, name, None)
-    target: Handle = client.empty(n * size) if out is None else out
-    scan_finish.launch_unchecked(client, CubeCount(checks.groups(n, CUBE)), CUBE, part, scanned, target, n,
-                                 identity(op, name), OP=op, EXCLUSIVE=False, T=T)
-    return target
+    ident = identity(op, name)
+    sums: Handle = x  # unread when one block holds everything
+    if blocks > 1:
+        totals: Handle = client.empty(blocks * size)
+        block_totals.launch_unchecked(client, _count(blocks), CUBE, x, totals, n, blocks, ident, OP=op,
+                                    T=T)
+        sums = client.empty(blocks * size)
+        _scan(client, totals, blocks, op, name, False, sums)
+    scan_block.launch_unchecked(client, _count(blocks), CUBE, x, out, sums, n, blocks, ident, OP=op,
+                                EXCLUSIVE=exclusive, T=T)
 
 
 def scan(client: Any, handle: Handle, n: int, inclusive: bool = True, op: str = "sum",
@@ -132,16 +154,6 @@ def scan(client: Any, handle: Handle, n: int, inclusive: bool = True, op: str = 
     size = DTYPES[name].itemsize
     checks.buffer(client, handle, n * size, "scan: handle")
     out: Handle = client.empty(n * size)
-    if n == 0:
-        return out
-    if inclusive:
-        return _inclusive(client, handle, n, code, name, out)
-    T = lang_type(name)
-    blocks = -(-n // BLOCK)
-    part: Handle = client.empty(n * size)
-    sums: Handle = client.empty(blocks * size)
-    scan_block.launch_unchecked(client, _count(blocks), CUBE, handle, part, sums, n, blocks, OP=code, T=T)
-    scanned = _inclusive(client, sums, blocks, code, name, None) if blocks > 1 else sums
-    scan_finish.launch_unchecked(client, CubeCount(checks.groups(n, CUBE)), CUBE, part, scanned, out, n,
-                                 identity(code, name), OP=code, EXCLUSIVE=True, T=T)
+    if n:
+        _scan(client, handle, n, code, name, not inclusive, out)
     return out
