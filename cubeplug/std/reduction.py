@@ -8,8 +8,11 @@ operator and dtype):
 * ``tree``: one element per unit before the grid-stride loop wraps; passes of partials per cube
   until one cube is left.
 * ``tree_x16``: sixteen elements per unit (sixteen times fewer cubes and partials).
-* ``atomic_x16``: one pass, each cube folding its value into the result with an atomic (sum of
-  f32/i32/u32, max/min of i32/u32) where the device has atomics. The order of f32 additions
+* ``tree_x16_ilp4``: the same with four independent loads in flight per unit.
+* ``resident_ilp4``: four loads in flight, at most one wave of cubes (8 per compute unit, as the
+  device reports them), each unit looping over its share of the input.
+* ``atomic_x16_ilp4``: one pass, each cube folding its value into the result with an atomic (sum
+  of f32/i32/u32, max/min of i32/u32) where the device has atomics. The order of f32 additions
   varies from run to run.
 
 The result has the input's dtype (integer sums and products wrap, as numpy's with ``dtype=``).
@@ -32,6 +35,7 @@ from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotun
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, SUM, combine, element_type, identity, lang_type, op_code
+from cubeplug.std.reduce import resident_cubes
 
 #: Units per cube of the reductions (a power of two: the tree halves it).
 CUBE = 256
@@ -40,19 +44,32 @@ LOG_CUBE = 8
 
 
 @cl.func
-def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any]) -> None:
+def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any], ilp: int) -> None:
     """Fold ``x[ABSOLUTE_POS_X::stride][:n]`` into ``buf[0]`` for the cube (``buf`` shared, CUBE long).
 
-    A unit without elements starts from ``x[0]`` for max/min, which is an element of the input and
-    so changes nothing (no -inf literal needed), and from the identity for sum/prod.
+    ``ilp`` loads per unit are issued together before they are folded (independent, unguarded
+    loads stay in flight at once; a guarded tail loop takes the rest). A unit without elements
+    starts from ``x[0]`` for max/min, which is an element of the input and so changes nothing (no
+    -inf literal needed), and from the identity for sum/prod.
     """
     acc = T(0)
     if op == PROD:
         acc = T(1)
     if op >= MAX:
         acc = x[0]
-    for i in range(cl.ABSOLUTE_POS_X, n, cl.CUBE_DIM_X * cl.CUBE_COUNT_X):
+    stride = cl.CUBE_DIM_X * cl.CUBE_COUNT_X
+    i = cl.ABSOLUTE_POS_X
+    if ilp > 1:
+        vals = cl.local(T, ilp)
+        while i + (ilp - 1) * stride < n:
+            for k in cl.unroll(range(ilp)):
+                vals[k] = x[i + k * stride]
+            for k in cl.unroll(range(ilp)):
+                acc = combine(op, acc, vals[k])
+            i += ilp * stride
+    while i < n:
         acc = combine(op, acc, x[i])
+        i += stride
     buf[cl.UNIT_POS_X] = acc
     cl.sync_cube()
     for k in cl.unroll(range(LOG_CUBE)):
@@ -64,21 +81,24 @@ def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any]) ->
 
 
 @cl.kernel
-def reduce_pass(x: Array[T], out: Array[T], n: u32, OP: Comptime[int], T: Comptime[cl.DType]) -> None:  # type: ignore[name-defined]  # noqa: F821
+def reduce_pass(
+    x: Array[T], out: Array[T], n: u32, OP: Comptime[int], ILP: Comptime[int], T: Comptime[cl.DType],  # type: ignore[name-defined]  # noqa: F821
+) -> None:
     """One partial per cube: ``out[CUBE_POS_X]``."""
     buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, x, n, buf)
+    cube_reduce(OP, T, x, n, buf, ILP)
     if cl.UNIT_POS_X == 0:
         out[cl.CUBE_POS_X] = buf[0]
 
 
 @cl.kernel
 def reduce_atomic(
-    x: Array[T], out: Array[cl.Atomic[T]], n: u32, OP: Comptime[int], T: Comptime[cl.DType]  # type: ignore[name-defined]  # noqa: F821
+    x: Array[T], out: Array[cl.Atomic[T]], n: u32, OP: Comptime[int], ILP: Comptime[int],  # type: ignore[name-defined]  # noqa: F821
+    T: Comptime[cl.DType],
 ) -> None:
     """Every cube folds its value into ``out[0]`` atomically (``out`` holds the identity first)."""
     buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, x, n, buf)
+    cube_reduce(OP, T, x, n, buf, ILP)
     if cl.UNIT_POS_X == 0:
         if OP == SUM:
             cl.atomic_add(out, 0, buf[0])
@@ -88,16 +108,19 @@ def reduce_atomic(
             cl.atomic_min(out, 0, buf[0])
 
 
-def tree(op: int, name: str, per_unit: int) -> Any:
-    """A strategy: partials per cube (``per_unit`` elements per unit), pass after pass, until one."""
+def tree(op: int, name: str, per_unit: int, ilp: int = 1, resident: bool = False) -> Any:
+    """A strategy: partials per cube (``per_unit`` elements per unit, ``ilp`` loads in flight per
+    unit; ``resident``: at most one wave of cubes), pass after pass, until one."""
     T = lang_type(name)
     size = DTYPES[name].itemsize
 
     def run(client: Any, x: Handle, n: int) -> Handle:
         while True:
             cubes = checks.groups(n, CUBE * per_unit)
+            if resident:
+                cubes = min(cubes, resident_cubes(client))
             out: Handle = client.empty(size * cubes)
-            reduce_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, T=T)
+            reduce_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, ILP=ilp, T=T)
             if cubes == 1:
                 return out
             x, n = out, cubes
@@ -105,7 +128,7 @@ def tree(op: int, name: str, per_unit: int) -> Any:
     return run
 
 
-def atomic(op: int, name: str, per_unit: int) -> Any:
+def atomic(op: int, name: str, per_unit: int, ilp: int) -> Any:
     """A strategy: one pass, each cube's value folded into the result atomically."""
     T = lang_type(name)
     start = np.array([identity(op, name)])
@@ -113,7 +136,7 @@ def atomic(op: int, name: str, per_unit: int) -> Any:
     def run(client: Any, x: Handle, n: int) -> Handle:
         out: Handle = client.create(start)
         cubes = checks.groups(n, CUBE * per_unit)
-        reduce_atomic.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, T=T)
+        reduce_atomic.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, ILP=ilp, T=T)
         return out
 
     return run
@@ -168,9 +191,13 @@ def reduce_set(op: int, name: str) -> TunableSet:
     tunables = [
         Tunable("tree", tree(op, name, 1), priority=2),
         Tunable("tree_x16", tree(op, name, 16), priority=2),
+        Tunable("tree_x16_ilp4", tree(op, name, 16, ilp=4), priority=2),
+        Tunable("resident_ilp4", tree(op, name, 4, ilp=4, resident=True), priority=1),
     ]
     if atomic_ok(op, name):
-        tunables.append(Tunable("atomic_x16", atomic(op, name, 16), priority=1, applicable=has_atomics))
+        tunables.append(
+            Tunable("atomic_x16_ilp4", atomic(op, name, 16, 4), priority=1, applicable=has_atomics)
+        )
     return TunableSet(f"std.reduce.{name}.{op}", tunables, reduce_key, compare=compare, reference=reference)
 
 
