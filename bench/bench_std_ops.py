@@ -6,7 +6,8 @@ sample runs the op once and waits (``client.sync()``); figures are medians over 
 cubeplug/bench/paired.py), with the spread of the per-round ratios ``ours / raw`` (time; < 1 is
 faster). Raw side: CuPy on ``cuda`` (``cupy.sum``, ``cupy.max``, ``cupy.argmax``, ``cupy.cumsum``,
 ``cupy.ascontiguousarray(x.T)``), numpy on ``cpu``; ``opencl`` and ``webgpu`` have none (the
-issue's yardstick there is the CUDA figure of the same GPU, from the same run). ``transpose`` also
+issue's yardstick there is the CUDA figure of the same GPU: with ``--backend cuda`` in the same
+run, their rows get ``ours_over_cuda`` and ``ours_over_cupy``). ``transpose`` also
 reports the device-to-device copy of the same bytes by the raw library (``copy_us``) and
 ``copy / transpose`` (the issue's goal: >= 0.85).
 
@@ -134,6 +135,15 @@ def main() -> None:
     results = []
     for selector in a.backend:
         results += measure(selector, n, side, a.rounds)
+    # The yardstick for OpenCL and WebGPU: the CUDA figures of the same run (same GPU).
+    cuda = {r["op"]: r for r in results if r["backend"].split(":")[0] == "cuda"}
+    for r in results:
+        ref = cuda.get(r["op"])
+        if ref is not None and r is not ref:
+            r["ours_over_cuda"] = round(r["ours_us"] / ref["ours_us"], 3)
+            if "raw_us" in ref:
+                r["ours_over_cupy"] = round(r["ours_us"] / ref["raw_us"], 3)
+            print(json.dumps({k: r[k] for k in ("backend", "op", "ours_over_cuda")}), flush=True)
     if a.json:
         meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "host": platform.node(), "python": platform.python_version(), "quick": a.quick}
