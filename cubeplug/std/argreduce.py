@@ -25,13 +25,14 @@ PER_UNIT = 8
 
 
 @cl.func
-def better(op: int, v: Any, j: Any, w: Any, k: Any) -> Any:
-    """True when (value ``v``, index ``j``) beats (``w``, ``k``): NaN first, then the larger (max)
-    or smaller (min) value, then the lower index."""
-    if is_nan(w):
-        return is_nan(v) and j < k
-    if is_nan(v):
-        return True
+def better(op: int, T: cl.DType, v: Any, j: Any, w: Any, k: Any) -> Any:
+    """True when (value ``v``, index ``j``) beats (``w``, ``k``): NaN first (floats), then the
+    larger (max) or smaller (min) value, then the lower index."""
+    if T.is_float:
+        if is_nan(w):
+            return is_nan(v) and j < k
+        if is_nan(v):
+            return True
     if op == MAX:
         return v > w or (v == w and j < k)
     return v < w or (v == w and j < k)
@@ -55,7 +56,7 @@ def arg_pass(
         j = i
         if not FIRST:
             j = xi[i]
-        if better(OP, v, j, best, bidx):
+        if better(OP, T, v, j, best, bidx):
             best = v
             bidx = j
     u = cl.UNIT_POS_X
@@ -67,7 +68,7 @@ def arg_pass(
         if u < half:
             ov = bv[u + half]
             oi = bi[u + half]
-            if better(OP, ov, oi, bv[u], bi[u]):
+            if better(OP, T, ov, oi, bv[u], bi[u]):
                 bv[u] = ov
                 bi[u] = oi
         cl.sync_cube()

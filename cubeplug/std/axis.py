@@ -37,14 +37,14 @@ def axis_pass(
         if OP >= MAX:
             acc = t[r, 0]
         for j in range(u, t.shape[1], CUBE):
-            acc = combine(OP, acc, t[r, j])
+            acc = combine(OP, T, acc, t[r, j])
         buf[u] = acc
         cl.sync_cube()
         for k in cl.unroll(range(LOG_CUBE)):
             # (CUBE >> (k + 1)) written out: a local assigned here would be a runtime i32 (the
             # loop over lines makes it one), not the comptime int that compares with u32.
             if u < (CUBE >> (k + 1)):
-                buf[u] = combine(OP, buf[u], buf[u + (CUBE >> (k + 1))])
+                buf[u] = combine(OP, T, buf[u], buf[u + (CUBE >> (k + 1))])
             cl.sync_cube()
         if u == 0:
             out[r] = buf[0]

@@ -2,11 +2,12 @@
 the element types they take, gated by the device's declared capabilities.
 
 An operator is a comptime int (:data:`SUM`, :data:`PROD`, :data:`MAX`, :data:`MIN`) handed to
-:func:`combine` from a kernel; the branch on it folds when the kernel is specialized, so each
-(op, dtype) pair compiles to straight code. ``max``/``min`` propagate NaN as numpy's ``max`` does:
-the result is NaN when either side is (the comparisons are written so, not with C's ``fmax``, which
-drops NaN). NaN is tested as ``not (a == a)``, not ``a != a``: on WebGPU the language's ``!=``
-becomes an *ordered* not-equal (false when a side is NaN), while ``==`` is ordered everywhere.
+:func:`combine` from a kernel with the comptime dtype; the branches on them fold when the kernel
+is specialized, so each (op, dtype) pair compiles to straight code. ``max``/``min`` of floats
+propagate NaN as numpy's ``max`` does: the result is NaN when either side is (the comparisons are
+written so, not with C's ``fmax``, which drops NaN). NaN is tested as ``not (a == a)``, not
+``a != a``: on WebGPU the language's ``!=`` becomes an *ordered* not-equal (false when a side is
+NaN), while ``==`` is ordered everywhere.
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ def is_nan(v: Any) -> Any:
 
 
 @cl.func
-def combine(op: int, a: Any, b: Any) -> Any:
-    """``a op b``; NaN-propagating for max and min."""
+def combine(op: int, T: cl.DType, a: Any, b: Any) -> Any:
+    """``a op b`` of dtype ``T``; NaN-propagating for max and min of floats (the NaN test is left
+    out for integers, where it is always false)."""
     if op == SUM:
         return a + b
     if op == PROD:
         return a * b
+    if T.is_float:
+        if op == MAX:
+            return a if (a > b or is_nan(a)) else b
+        return a if (a < b or is_nan(a)) else b
     if op == MAX:
-        return a if (a > b or is_nan(a)) else b
-    return a if (a < b or is_nan(a)) else b
+        return a if a > b else b
+    return a if a < b else b
 
 
 def op_code(op: Any, what: str, allowed: tuple[str, ...] = tuple(OPS)) -> int:

@@ -65,10 +65,10 @@ def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any], il
             for k in cl.unroll(range(ilp)):
                 vals[k] = x[i + k * stride]
             for k in cl.unroll(range(ilp)):
-                acc = combine(op, acc, vals[k])
+                acc = combine(op, T, acc, vals[k])
             i += ilp * stride
     while i < n:
-        acc = combine(op, acc, x[i])
+        acc = combine(op, T, acc, x[i])
         i += stride
     buf[cl.UNIT_POS_X] = acc
     cl.sync_cube()
@@ -76,7 +76,7 @@ def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any], il
         half = CUBE >> (k + 1)
         u = cl.UNIT_POS_X
         if u < half:
-            buf[u] = combine(op, buf[u], buf[u + half])
+            buf[u] = combine(op, T, buf[u], buf[u + half])
         cl.sync_cube()
 
 

@@ -50,12 +50,12 @@ def block_totals(
         for k in cl.unroll(range(PER_UNIT)):
             i = base + k * CUBE + u
             if i < n:
-                acc = combine(OP, acc, x[i])
+                acc = combine(OP, T, acc, x[i])
         buf[u] = acc
         cl.sync_cube()
         for k in cl.unroll(range(LOG_CUBE)):
             if u < (CUBE >> (k + 1)):
-                buf[u] = combine(OP, buf[u], buf[u + (CUBE >> (k + 1))])
+                buf[u] = combine(OP, T, buf[u], buf[u + (CUBE >> (k + 1))])
             cl.sync_cube()
         if u == 0:
             sums[blk] = buf[0]
@@ -82,14 +82,14 @@ def scan_block(
         cl.sync_cube()
         acc = tile[u * PER_UNIT]
         for k in cl.unroll(range(1, PER_UNIT)):
-            acc = combine(OP, acc, tile[u * PER_UNIT + k])
+            acc = combine(OP, T, acc, tile[u * PER_UNIT + k])
             tile[u * PER_UNIT + k] = acc
         tot[u] = acc
         cl.sync_cube()
         for k in cl.unroll(range(LOG_CUBE)):
             w = tot[u]
             if u >= (1 << k):
-                w = combine(OP, tot[u - (1 << k)], w)
+                w = combine(OP, T, tot[u - (1 << k)], w)
             cl.sync_cube()
             tot[u] = w
             cl.sync_cube()
@@ -98,10 +98,10 @@ def scan_block(
         if blk > 0:
             before = sums[blk - 1]
         if u > 0:
-            before = combine(OP, before, tot[u - 1])
+            before = combine(OP, T, before, tot[u - 1])
         if blk > 0 or u > 0:
             for k in cl.unroll(range(PER_UNIT)):
-                tile[u * PER_UNIT + k] = combine(OP, before, tile[u * PER_UNIT + k])
+                tile[u * PER_UNIT + k] = combine(OP, T, before, tile[u * PER_UNIT + k])
         cl.sync_cube()
         for k in cl.unroll(range(PER_UNIT)):
             p = k * CUBE + u
