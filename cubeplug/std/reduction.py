@@ -118,7 +118,9 @@ def tree(op: int, name: str, per_unit: int, ilp: int = 1, resident: bool = False
         while True:
             cubes = checks.groups(n, CUBE * per_unit)
             if resident:
-                cubes = min(cubes, resident_cubes(client))
+                # One wave, but no more than 32768 elements per unit: lavapipe ends a shader
+                # loop after 65535 iterations, silently.
+                cubes = min(cubes, max(resident_cubes(client), checks.groups(n, CUBE * 32768)))
             out: Handle = client.empty(size * cubes)
             reduce_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, ILP=ilp, T=T)
             if cubes == 1:
