@@ -26,8 +26,10 @@ import datetime
 import json
 import os
 import platform
+import queue
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,20 +43,55 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from paired import paired
 
 import cubeplug
-from cubeplug.collectives import run_threads
 
 SIZES = {"4KiB": 4 << 10, "1MiB": 1 << 20, "256MiB": 256 << 20}
 
 
-def both(clients: list[Any], step: Callable[[int, Any], None], n: int) -> None:
-    """``step(rank, client)`` ``n`` times on each client, one thread each, then every stream synced."""
+class Ranks:
+    """One persistent thread per client, as a data-parallel program keeps them: each rank's data is
+    made and used on its own thread's stream (data made on another thread's stream is ordered and
+    kept reserved at every use, which a program's hot loop does not pay)."""
 
-    def work(rank: int, client: Any, peers: Any) -> None:
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+        self.jobs: list[queue.Queue[Any]] = [queue.Queue() for _ in clients]
+        self.done: queue.Queue[Any] = queue.Queue()
+        for rank in range(len(clients)):
+            threading.Thread(target=self._serve, args=(rank,), daemon=True, name=f"rank-{rank}").start()
+
+    def _serve(self, rank: int) -> None:
+        while True:
+            fn = self.jobs[rank].get()
+            try:
+                self.done.put((rank, fn(rank, self.clients[rank]), None))
+            except BaseException as exc:  # reported by run()
+                self.done.put((rank, None, exc))
+
+    def run(self, fn: Callable[[int, Any], Any]) -> list[Any]:
+        """``fn(rank, client)`` on every rank's thread; the results by rank (the first error raised)."""
+        for q in self.jobs:
+            q.put(fn)
+        results: list[Any] = [None] * len(self.clients)
+        errors = []
+        for _ in self.clients:
+            rank, value, exc = self.done.get()
+            results[rank] = value
+            if exc is not None:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return results
+
+
+def both(ranks: Ranks, step: Callable[[int, Any], None], n: int) -> None:
+    """``step(rank, client)`` ``n`` times on each rank's thread, then every stream synced."""
+
+    def work(rank: int, client: Any) -> None:
         for _ in range(n):
             step(rank, client)
         client.sync()
 
-    run_threads(work, clients)
+    ranks.run(work)
 
 
 def iterations(nbytes: int, quick: bool) -> int:
@@ -73,6 +110,7 @@ def cuda_figures(quick: bool) -> dict[str, Any]:
 
     a, b = cubeplug.client("cuda:0"), cubeplug.client("cuda:1")
     clients = [a, b]
+    ranks = Ranks(clients)
     comms = nccl.NcclCommunicator.initAll([0, 1])
     streams = []
     for d in (0, 1):
@@ -82,7 +120,7 @@ def cuda_figures(quick: bool) -> dict[str, Any]:
     rounds = 10 if quick else 30
     for label, nbytes in SIZES.items():
         count = nbytes // 4
-        ours = [c.asarray(np.ones(count, np.float32)) for c in clients]
+        ours = ranks.run(lambda rank, c, count=count: c.asarray(np.ones(count, np.float32)))
         raw = []
         for d in (0, 1):
             with cupy.cuda.Device(d):
@@ -92,7 +130,7 @@ def cuda_figures(quick: bool) -> dict[str, Any]:
             def step(rank: int, client: Any) -> None:
                 client.all_reduce(ours[rank], ours[rank], devices=clients)
 
-            both(clients, step, n)
+            both(ranks, step, n)
 
         def raw_all_reduce(n: int, raw: list[Any] = raw, count: int = count) -> None:
             for _ in range(n):
@@ -151,16 +189,17 @@ def portable_figures(backend: str, quick: bool) -> dict[str, Any]:
         clients = [cubeplug.client(f"{backend}:{i}") for i in (0, 1)]
     else:  # two clients of one device (a client is cached per overrides)
         clients = [cubeplug.client(backend, streaming={"max_streams": 4 + i}) for i in (0, 1)]
+    ranks = Ranks(clients)
     out: dict[str, Any] = {"device": [str(c.device) for c in clients], "all_reduce": {}, "copy_to": {}}
     sizes = {"4KiB": 4 << 10, "1MiB": 1 << 20, "16MiB": 16 << 20}
     for label, nbytes in sizes.items():
         count = nbytes // 4
-        arrays = [c.asarray(np.ones(count, np.float32)) for c in clients]
+        arrays = ranks.run(lambda rank, c, count=count: c.asarray(np.ones(count, np.float32)))
         n = max(2, (50 if nbytes <= 1 << 20 else 4) // (4 if quick else 1))
         samples = []
         for _ in range(3 if quick else 7):
             t0 = time.perf_counter()
-            both(clients, lambda r, c, arrays=arrays: c.all_reduce(arrays[r], arrays[r], devices=clients), n)
+            both(ranks, lambda r, c, arrays=arrays: c.all_reduce(arrays[r], arrays[r], devices=clients), n)
             samples.append((time.perf_counter() - t0) / n)
         med = statistics.median(samples)
         spread = [round(min(samples) * 1e6, 1), round(max(samples) * 1e6, 1)]
