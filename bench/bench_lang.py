@@ -77,17 +77,26 @@ def measure(backend: str, n: int, rounds: int) -> dict[str, Any]:
         checked = mode == "checked"
         spec = axpy.specialized(client, 256, checked=checked)
         kernel = spec.kernel
-        lang_launch = axpy.launch if checked else axpy.launch_unchecked
-        hand_launch = client.launch if checked else client.launch_unchecked
         lens = [256] * len(spec.ir.hidden_lengths)
 
-        def lang(k: int, lang_launch: Any = lang_launch) -> None:
-            for _ in range(k):
-                lang_launch(client, count, 256, x, y, 1.0)
+        # Both sides look their launch up on every call, as user code does (``axpy.launch(...)``,
+        # ``client.launch(...)``): a bound ``axpy.launch`` taken before the first launch is the
+        # class's method, which forwards to the generated dispatcher (one frame more).
+        def lang(k: int, checked: bool = checked) -> None:
+            if checked:
+                for _ in range(k):
+                    axpy.launch(client, count, 256, x, y, 1.0)
+            else:
+                for _ in range(k):
+                    axpy.launch_unchecked(client, count, 256, x, y, 1.0)
 
-        def hand(k: int, kernel: Any = kernel, hand_launch: Any = hand_launch, lens: Any = lens) -> None:
-            for _ in range(k):
-                hand_launch(kernel, count, [x, y], [1.0, *lens])
+        def hand(k: int, kernel: Any = kernel, checked: bool = checked, lens: Any = lens) -> None:
+            if checked:
+                for _ in range(k):
+                    client.launch(kernel, count, [x, y], [1.0, *lens])
+            else:
+                for _ in range(k):
+                    client.launch_unchecked(kernel, count, [x, y], [1.0, *lens])
 
         out[mode] = paired(lang, hand, n, rounds, drain=client.sync)
     matmul._specs.clear()  # time a first specialization, not a cache hit
@@ -145,7 +154,11 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=1 << 20, help="elementwise size on cpu (0: skip)")
     parser.add_argument("--json")
     args = parser.parse_args()
-    results: dict[str, Any] = {"host": platform.node(), "python": platform.python_version()}
+    results: dict[str, Any] = {
+        "host": platform.node(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv[1:],
+    }
     for backend in args.backends.split(","):
         try:
             results[backend] = measure(backend, args.n, args.rounds)
