@@ -11,6 +11,8 @@ to point a backend's compile error at the Python line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cubeplug.lang import ir
 from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
@@ -58,9 +60,13 @@ __device__ inline float cl_atomic_add_f32(unsigned int* p, float v) { return ato
 #endif
 """
 _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
-_VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint"}
+#: Vector types by lane type; a bool vector (a comparison's result) is a uint vector of 0/1 lanes.
+_VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint", "bool": "uint"}
 _VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow",
-            "&": "and", "|": "or", "^": "xor"}
+            "&": "and", "|": "or", "^": "xor", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
+            "==": "eq", "!=": "ne"}
+#: The elementwise vector operations, written lane by lane in a helper function.
+_LANEWISE = (ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select)
 _LANES = "xyzw"
 _VEC_PRELUDE = """\
 #ifdef __OPENCL_VERSION__
@@ -135,7 +141,7 @@ class CGen(Emitter):
     def vtype(self, ty: DType) -> str:
         """``ctype(ty)``, noting a vector type's use."""
         if ty.is_vector:
-            self.vec_types.setdefault(ty.name, ty)
+            self.vec_types.setdefault(ctype(ty), ty)
         return ctype(ty)
 
     def helper(self, name: str, ret: DType, params: list[tuple[str, DType]], body: str) -> str:
@@ -148,24 +154,27 @@ class CGen(Emitter):
     def make(self, ty: DType, lanes: list[str]) -> str:
         return f"CL_MAKE_{self.vtype(ty)}({', '.join(lanes)})"
 
-    def vec_binop(self, e: ir.BinOp) -> str:
-        ty = e.ty
-        lane = ty.scalar
+    def vec_lanewise(self, e: ir.BinOp | ir.UnOp | ir.Cast | ir.Call | ir.Select) -> str:
+        """An elementwise vector operation: a call of a helper that applies the scalar operation to
+        each lane (operands are evaluated once, as the helper's parameters ``a b c``)."""
+        if isinstance(e, ir.Select):
+            operands: tuple[ir.Expr, ...] = (e.cond, e.a, e.b)
+            tag = "sel"
+        elif isinstance(e, ir.Call):
+            operands, tag = e.args, e.fn
+        elif isinstance(e, ir.BinOp):
+            operands, tag = (e.a, e.b), _VEC_OPS[e.op]
+        else:
+            operands, tag = (e.a,), "cast" if isinstance(e, ir.Cast) else "neg" if e.op == "-" else "not"
+        names = "abc"[: len(operands)]
         parts = []
-        for c in _LANES[: ty.lanes]:
-            la, lb = ir.Var(f"a.{c}", lane, e.loc), ir.Var(f"b.{c}", lane, e.loc)
-            parts.append(unwrap(self.expr(ir.BinOp(e.op, la, lb, lane, e.loc))))
-        name = self.helper(f"cl_v{_VEC_OPS[e.op]}_{ctype(ty)}", ty, [("a", ty), ("b", ty)],
-                           self.make(ty, parts))
-        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
-
-    def vec_unop(self, e: ir.UnOp) -> str:
-        ty = e.ty
-        parts = [self.expr(ir.UnOp(e.op, ir.Var(f"a.{c}", ty.scalar, e.loc), ty.scalar, e.loc))
-                 for c in _LANES[: ty.lanes]]
-        name = self.helper(f"cl_v{'neg' if e.op == '-' else 'not'}_{ctype(ty)}", ty, [("a", ty)],
-                           self.make(ty, parts))
-        return f"{name}({self.expr(e.a)})"
+        for c in _LANES[: e.ty.lanes]:
+            lane = [ir.Var(f"{n}.{c}" if o.ty.is_vector else n, o.ty.scalar, e.loc)
+                    for n, o in zip(names, operands)]
+            parts.append(unwrap(self.expr(_on_lanes(e, lane))))
+        name = self.helper(f"cl_v{tag}_{'_'.join(o.ty.name for o in operands)}_{e.ty.name}", e.ty,
+                           [(n, o.ty) for n, o in zip(names, operands)], self.make(e.ty, parts))
+        return f"{name}({', '.join(unwrap(self.expr(o)) for o in operands)})"
 
     def vec_new(self, e: ir.VecNew) -> str:
         if len(e.args) > 1:
@@ -243,10 +252,8 @@ class CGen(Emitter):
             return e.name
         if isinstance(e, ir.Builtin):
             return e.name
-        if isinstance(e, ir.BinOp) and e.ty.is_vector:
-            return self.vec_binop(e)
-        if isinstance(e, ir.UnOp) and e.ty.is_vector:
-            return self.vec_unop(e)
+        if isinstance(e, _LANEWISE) and e.ty.is_vector:
+            return self.vec_lanewise(e)
         if isinstance(e, ir.VecNew):
             return self.vec_new(e)
         if isinstance(e, ir.VecGet):
@@ -285,6 +292,20 @@ class CGen(Emitter):
                 return f"({self.in_bounds(e.array, e.index, e.guard)} ? {load} : {literal(0, e.ty)})"
             return load
         raise TypeError(e)  # pragma: no cover
+
+
+def _on_lanes(e: ir.BinOp | ir.UnOp | ir.Cast | ir.Call | ir.Select, lanes: Sequence[ir.Expr]) -> ir.Expr:
+    """The scalar operation of the vector operation ``e`` on one lane of its operands."""
+    ty = e.ty.scalar
+    if isinstance(e, ir.Select):
+        return ir.Select(lanes[0], lanes[1], lanes[2], ty, e.loc)
+    if isinstance(e, ir.Call):
+        return ir.Call(e.fn, tuple(lanes), ty, e.loc)
+    if isinstance(e, ir.BinOp):
+        return ir.BinOp(e.op, lanes[0], lanes[1], ty, e.loc)
+    if isinstance(e, ir.Cast):
+        return ir.Cast(lanes[0], ty, e.loc)
+    return ir.UnOp(e.op, lanes[0], ty, e.loc)
 
 
 def _uses_atomics(b: ir.Block) -> bool:

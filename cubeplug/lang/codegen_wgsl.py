@@ -172,7 +172,7 @@ class WgslGen(Emitter):
                 return f"({literal(0, e.ty)} - {a})"
             return f"({'!' if e.op == 'not' else e.op}{a})"
         if isinstance(e, ir.Cast):
-            return f"{W_TYPES[e.ty.name]}({self.expr(e.a)})"
+            return f"{wtype(e.ty)}({unwrap(self.expr(e.a))})"
         if isinstance(e, ir.Call):
             return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, ir.Select):

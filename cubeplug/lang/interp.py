@@ -370,5 +370,6 @@ def _shape(n: int, ty: DType) -> tuple[int, ...]:
 
 
 def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """A per-lane mask shaped to select whole rows of ``like`` (a column for vectors)."""
-    return mask[:, None] if np.ndim(like) == 2 else mask
+    """A per-lane mask shaped to select whole rows of ``like`` (a column for vectors; a vector
+    mask selects lane by lane as it is)."""
+    return mask[:, None] if np.ndim(like) == 2 and np.ndim(mask) == 1 else mask
