@@ -157,13 +157,10 @@ def atomic(lw: Lowering, op: str, node: ast.Call, statement: bool) -> Val:
                               kernel=lw.name)
     idx = access.index(lw, node.args[1])
     vals = tuple(infer.to_expr(lw.expr(a), loc, op, arr.elem) for a in node.args[2:])
-    if arr.elem.is_float:
-        # f32: add (natively on CUDA, a compare-and-swap loop on the bits elsewhere); sub adds -v.
-        if op not in ("atomic_add", "atomic_sub"):
-            raise KernelTypeError(f"{op}() on an f32 array is not supported; f32 atomics are "
-                                  f"atomic_add and atomic_sub", loc, op, kernel=lw.name)
-        if op == "atomic_sub":
-            op, vals = "atomic_add", (infer.unop("-", vals[0], loc, op),)
+    if arr.elem.is_float and op == "atomic_sub":
+        # f32 atomics work on the bits of a u32 word (dialects: a compare-and-swap loop where the
+        # API has no native op); sub adds -v.
+        op, vals = "atomic_add", (infer.unop("-", vals[0], loc, op),)
     out = None if statement else lw.declare("old", arr.elem, loc)
     lw.emit(ir.Atomic(op[len("atomic_"):], arr.name, idx, vals, out, arr.elem, loc,
                       access.touch(lw, arr, idx, True)))

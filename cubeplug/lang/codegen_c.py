@@ -41,13 +41,20 @@ _ATOMICS = """\
 #define CL_ATOMIC_compare_exchange(p, c, v) atomicCAS((p), (c), (v))
 #endif
 """
-#: f32 atomic arrays are ``unsigned int`` buffers: loads and stores reinterpret the bits, adds are
-#: CUDA's native ``atomicAdd(float*)`` or, on OpenCL, a compare-and-swap loop on the bit pattern.
+#: f32 atomic arrays are ``unsigned int`` buffers: loads and stores reinterpret the bits; add is
+#: CUDA's native ``atomicAdd(float*)`` and a compare-and-swap loop on the bit pattern on OpenCL;
+#: min and max are such a loop on both (neither API has a float atomic min/max), stopping as soon as
+#: the value would not change; exchange and compare-exchange (of the bit patterns) are the native
+#: word operations.
 _F32_ATOMICS = """\
 #ifdef __OPENCL_VERSION__
 #define CL_U2F(u) as_float(u)
 #define CL_F2U(f) as_uint(f)
-static inline float cl_atomic_add_f32(volatile GLOBAL unsigned int* p, float v) {
+#define CL_F32_FN static inline
+#define CL_F32_PTR volatile GLOBAL unsigned int*
+#define CL_F32_CAS(p, c, v) atomic_cmpxchg((p), (c), (v))
+#define CL_F32_XCHG(p, v) atomic_xchg((p), (v))
+CL_F32_FN float cl_atomic_add_f32(CL_F32_PTR p, float v) {
     unsigned int cl_old = *p;
     unsigned int cl_seen;
     while ((cl_seen = atomic_cmpxchg(p, cl_old, as_uint(as_float(cl_old) + v))) != cl_old) cl_old = cl_seen;
@@ -56,8 +63,28 @@ static inline float cl_atomic_add_f32(volatile GLOBAL unsigned int* p, float v) 
 #else
 #define CL_U2F(u) __uint_as_float(u)
 #define CL_F2U(f) __float_as_uint(f)
-__device__ inline float cl_atomic_add_f32(unsigned int* p, float v) { return atomicAdd((float*)p, v); }
+#define CL_F32_FN __device__ inline
+#define CL_F32_PTR unsigned int*
+#define CL_F32_CAS(p, c, v) atomicCAS((p), (c), (v))
+#define CL_F32_XCHG(p, v) atomicExch((p), (v))
+CL_F32_FN float cl_atomic_add_f32(CL_F32_PTR p, float v) { return atomicAdd((float*)p, v); }
 #endif
+CL_F32_FN float cl_atomic_min_f32(CL_F32_PTR p, float v) {
+    unsigned int cl_old = *p;
+    unsigned int cl_seen;
+    while (v < CL_U2F(cl_old) && (cl_seen = CL_F32_CAS(p, cl_old, CL_F2U(v))) != cl_old) cl_old = cl_seen;
+    return CL_U2F(cl_old);
+}
+CL_F32_FN float cl_atomic_max_f32(CL_F32_PTR p, float v) {
+    unsigned int cl_old = *p;
+    unsigned int cl_seen;
+    while (v > CL_U2F(cl_old) && (cl_seen = CL_F32_CAS(p, cl_old, CL_F2U(v))) != cl_old) cl_old = cl_seen;
+    return CL_U2F(cl_old);
+}
+CL_F32_FN float cl_atomic_exchange_f32(CL_F32_PTR p, float v) { return CL_U2F(CL_F32_XCHG(p, CL_F2U(v))); }
+CL_F32_FN float cl_atomic_compare_exchange_f32(CL_F32_PTR p, float e, float v) {
+    return CL_U2F(CL_F32_CAS(p, CL_F2U(e), CL_F2U(v)));
+}
 """
 _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
 #: Vector types by lane type; a bool vector (a comparison's result) is a uint vector of 0/1 lanes.
@@ -223,7 +250,7 @@ class CGen(Emitter):
             self.line(store, s.loc)
         elif isinstance(s, ir.Atomic):
             args = ", ".join(self.expr(a) for a in s.args)
-            fn = "cl_atomic_add_f32" if s.array in self.fbits else f"CL_ATOMIC_{s.op}"
+            fn = f"cl_atomic_{s.op}_f32" if s.array in self.fbits else f"CL_ATOMIC_{s.op}"
             call = f"{fn}(&{s.array}[{self.expr(s.index)}], {args})"
             text = f"{s.out} = {call};" if s.out else f"{call};"
             if s.checked:
