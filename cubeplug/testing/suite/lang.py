@@ -245,9 +245,10 @@ class TestLang:
         gates.require(lang_client, "atomics")
         n = 3000
         xs = _rng(6).standard_normal(n).astype(np.float32)
-        x, ext = lang_client.create(xs), lang_client.create(np.float32([np.inf, -np.inf, 0.0]))
+        x, ext = lang_client.create(xs), lang_client.create(np.array([np.inf, -np.inf, 0.0], np.float32))
         lang_f32_extremes.launch(lang_client, CubeCount(-(-n // 256)), 256, x, ext)
-        np.testing.assert_array_equal(lang_client.to_numpy(ext, "f32"), np.float32([xs.min(), xs.max(), n]))
+        want = np.array([xs.min(), xs.max(), n], np.float32)
+        np.testing.assert_array_equal(lang_client.to_numpy(ext, "f32"), want)
 
     def test_vector_masks_and_math(self, lang_client: Any) -> None:
         n = 300
