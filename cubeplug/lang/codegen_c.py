@@ -162,8 +162,8 @@ class CGen(Emitter):
             for ty in self.vec_types.values():
                 head += _make_macro(ty).splitlines()
             head += list(self.helpers.values())
-        lines = head + self.lines
-        return "\n".join(lines) + "\n", (None,) * len(head) + tuple(self.locs)
+        body, locs = line_directives(self.lines, self.locs)
+        return "\n".join(head + body) + "\n", (None,) * len(head) + locs
 
     def vtype(self, ty: DType) -> str:
         """``ctype(ty)``, noting a vector type's use."""
@@ -229,11 +229,11 @@ class CGen(Emitter):
         params += [f"unsigned int {n}" for n in k.hidden_names]
         self.line(f"KERNEL {entry_name(k.name)}({', '.join(params)}) {{")
         self.depth = 1
+        for name, ty in k.locals:  # before the first #line (line_directives): no location
+            self.line(f"{self.vtype(ty)} {name} = {literal(0, ty)};")
         for d in k.decls:
             prefix = "LOCAL " if d.space == "shared" else ""
             self.line(f"{prefix}{self.vtype(d.elem)} {d.name}[{d.size}];", d.loc)
-        for name, ty in k.locals:
-            self.line(f"{self.vtype(ty)} {name} = {literal(0, ty)};")
         self.block(k.body)
         self.depth = 0
         self.line("}")
@@ -319,6 +319,28 @@ class CGen(Emitter):
                 return f"({self.in_bounds(e.array, e.index, e.guard)} ? {load} : {literal(0, e.ty)})"
             return load
         raise TypeError(e)  # pragma: no cover
+
+
+def line_directives(lines: list[str], locs: list[Loc | None]) -> tuple[list[str], tuple[Loc | None, ...]]:
+    """The kernel's lines with ``#line N "file"`` directives, so that NVRTC and OpenCL C compilers
+    report an error in generated code at the user's file and line; and the line map of the result
+    (directives map to None). A directive goes before a located line only where the compiler's own
+    count would be off; lines without a location (the signature and locals, which come first, and
+    closing braces) take the count as it runs."""
+    out: list[str] = []
+    where: list[Loc | None] = []
+    expect: tuple[str, int] | None = None  # the (file, line) the compiler gives the next line
+    for text, loc in zip(lines, locs):
+        if loc is not None and expect != (loc.file, loc.line):
+            name = loc.file.replace("\\", "\\\\").replace('"', '\\"')
+            out.append(f'#line {loc.line} "{name}"')
+            where.append(None)
+            expect = (loc.file, loc.line)
+        out.append(text)
+        where.append(loc)
+        if expect is not None:
+            expect = (expect[0], expect[1] + 1)
+    return out, tuple(where)
 
 
 def _on_lanes(e: ir.BinOp | ir.UnOp | ir.Cast | ir.Call | ir.Select, lanes: Sequence[ir.Expr]) -> ir.Expr:

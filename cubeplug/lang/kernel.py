@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cubeplug.core.errors import CompileError, ValidationError
 from cubeplug.lang.compile import Specialized, pick_dialect, specialize
-from cubeplug.lang.errors import KernelError, NotInKernelError
+from cubeplug.lang.errors import KernelError, Loc, NotInKernelError
 from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source, unwrap_arrays
 from cubeplug.lang.printer import print_kernel
 from cubeplug.lang.source import Captured, capture
@@ -169,23 +170,26 @@ class LangKernel:
                 f"compiles {list(dialects)}",
                 backend=client.backend, kernel=self.__name__,
             )
-        dtypes = frozenset(client.capabilities.dtypes)
-        return self.specialize_for(dialect, dtypes, cube_dim, checked, comptime)
+        caps = client.capabilities
+        return self.specialize_for(dialect, frozenset(caps.dtypes), cube_dim, checked, comptime,
+                                   shared_limit=caps.max_shared_bytes)
 
     def specialize_for(
         self, dialect: str, dtypes: frozenset[str] | None, cube_dim: CubeDim, checked: bool,
-        comptime: dict[str, Any],
+        comptime: dict[str, Any], shared_limit: int | None = None,
     ) -> Specialized:
-        """The (cached) specialization for a dialect and a set of device dtypes."""
+        """The (cached) specialization for a dialect, a set of device dtypes and a device's shared
+        memory a cube (None: unchecked)."""
         dims = _dims(cube_dim)
-        key = (dialect, dtypes, dims, checked, tuple(sorted(comptime.items(), key=lambda kv: kv[0])))
+        key = (dialect, dtypes, shared_limit, dims, checked,
+               tuple(sorted(comptime.items(), key=lambda kv: kv[0])))
         spec = self._specs.get(key)
         if spec is None:
             with self._lock:
                 spec = self._specs.get(key)
                 if spec is None:
                     spec = specialize(self.captured, self.__name__, dict(comptime), dims, checked,
-                                      dialect, dtypes)
+                                      dialect, dtypes, shared_limit)
                     self._specs[key] = spec
         return spec
 
@@ -214,14 +218,21 @@ class LangKernel:
         return fn, spec
 
     def _map_error(self, spec: Specialized, e: CompileError) -> CompileError:
-        if isinstance(e, KernelError) or e.line is None or not 0 < e.line <= len(spec.line_map):
+        """A backend's compile error of the generated source as a KernelError at the user's line:
+        the first ``file:line`` / ``file(line)`` of a user's file in the compiler's log (the ``c``
+        source carries ``#line`` directives), else the generated line the backend names, through
+        the line map."""
+        if isinstance(e, KernelError):
             return e
-        loc = spec.line_map[e.line - 1]
+        loc = user_location(spec.line_map, f"{e.log or ''}\n{e}")
+        where = f"{loc.file}:{loc.line}" if loc is not None else f"its line {e.line}"
+        if loc is None and e.line is not None and 0 < e.line <= len(spec.line_map):
+            loc = spec.line_map[e.line - 1]
         if loc is None:
             return e
         return KernelError(
-            f"the generated {spec.dialect} source failed to compile on {e.backend} at its line {e.line}: "
-            f"{e}", loc, "backend compile", kernel=self.__name__,
+            f"the generated {spec.dialect} source failed to compile on {e.backend} at {where}: {e}",
+            loc, "backend compile", kernel=self.__name__,
         )
 
     # ------------------------------------------------------------------------------- inspection
@@ -235,6 +246,25 @@ class LangKernel:
            **comptime: Any) -> str:
         """The IR text of a specialization (no client needed)."""
         return print_kernel(self.specialize_for("python", dtypes, cube_dim, checked, comptime).ir)
+
+
+def user_location(line_map: tuple[Loc | None, ...], log: str) -> Loc | None:
+    """The first place in a compiler's log that names a user's file and line (clang's
+    ``file:12:5:``, NVRTC's ``file(12):``), as the location of that line in the line map (its
+    column) or at column 1; None when the log names none."""
+    files = {loc.file for loc in line_map if loc is not None}
+    if not files:
+        return None
+    pattern = re.compile("(" + "|".join(re.escape(f) for f in sorted(files)) + r")(?::|\()(\d+)")
+    for text in log.splitlines():
+        if "error" not in text.lower():
+            continue
+        m = pattern.search(text)
+        if m is not None:
+            file, line = m.group(1), int(m.group(2))
+            return next((loc for loc in line_map if loc is not None and (loc.file, loc.line) == (file, line)),
+                        Loc(file, line, 1))
+    return None
 
 
 def kernel(fn: Callable[..., Any]) -> LangKernel:
