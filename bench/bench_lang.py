@@ -5,12 +5,17 @@ Both sides launch the same device work: ``lang`` calls ``axpy.launch(client, cou
 calls ``client.launch(kernel, count, [x, y], [a, len_x, len_y])`` with the specialized Kernel the
 language produced, so the difference is the language's own per-launch cost. Paired alternating
 loops (bench/paired.py); the first specialization time of a 40-line kernel is reported too.
+``comptime_checked`` times a kernel with a comptime parameter (a shared-memory block sum) the same
+way: its dispatcher calls the remembered specialization's launcher.
 
 On the CPU backend, ``elementwise`` also times the interpreter's throughput: ``axpy`` over
 ``--elements`` floats (one launch of 256-unit cubes) against a hand-written ``python``-dialect
 Kernel doing ``y[:n] += a * x[:n]`` (best of rounds, ms per launch, launch and sync).
 
-    python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--elements 1048576] [--json FILE]
+    PYTHONPATH=. python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--elements 1048576] [--json FILE]
+
+(``PYTHONPATH=.``: a script's own folder, not the working directory, starts ``sys.path``, so
+without it the cubeplug installed in the environment is timed, not this checkout's.)
 """
 
 from __future__ import annotations
@@ -39,6 +44,23 @@ def axpy(x: Array[f32], y: Array[f32], a: f32):  # type: ignore[no-untyped-def]
     i = cl.ABSOLUTE_POS
     if i < len(y):
         y[i] += a * x[i]
+
+
+@cl.kernel
+def block_sum(x: Array[f32], out: Array[f32], B: Comptime[int]):  # type: ignore[no-untyped-def]
+    buf = cl.shared(f32, B)
+    u = cl.UNIT_POS_X
+    i = cl.ABSOLUTE_POS_X
+    buf[u] = x[i] if i < len(x) else 0.0
+    cl.sync_cube()
+    s = u32(B // 2)
+    while s > 0:
+        if u < s:
+            buf[u] += buf[u + s]
+        cl.sync_cube()
+        s = s >> 1
+    if u == 0:
+        out[cl.CUBE_POS_X] = buf[0]
 
 
 @cl.kernel
@@ -99,6 +121,21 @@ def measure(backend: str, n: int, rounds: int) -> dict[str, Any]:
                     client.launch_unchecked(kernel, count, [x, y], [1.0, *lens])
 
         out[mode] = paired(lang, hand, n, rounds, drain=client.sync)
+    # A kernel with a comptime parameter (its dispatcher calls the remembered specialization's
+    # launcher), checked: the same against its Kernel launched by hand.
+    sums = client.create(np.zeros(1, np.float32))
+    spec = block_sum.specialized(client, 256, checked=True, B=256)
+    sum_lens = [256] * len(spec.ir.hidden_lengths)
+
+    def lang_ct(k: int) -> None:
+        for _ in range(k):
+            block_sum.launch(client, count, 256, x, sums, B=256)
+
+    def hand_ct(k: int, kernel: Any = spec.kernel) -> None:
+        for _ in range(k):
+            client.launch(kernel, count, [x, sums], sum_lens)
+
+    out["comptime_checked"] = paired(lang_ct, hand_ct, n, rounds, drain=client.sync)
     matmul._specs.clear()  # time a first specialization, not a cache hit
     t0 = time.perf_counter()
     matmul.specialize_for("c", None, (16, 16, 1), True, {"T": 16})

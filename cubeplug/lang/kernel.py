@@ -60,8 +60,8 @@ class LangKernel:
         self._launchers: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
         self._unchecked: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
         self._lock = threading.Lock()
-        #: Per mode (checked?): a one-item list holding (client, cube_dim, client launch, Kernel)
-        #: of the last launch without comptime values, read by the generated dispatchers.
+        #: Per mode (checked?): a one-item list holding (client, cube_dim, client launch, Kernel,
+        #: comptime values, launcher) of the last launch, read by the generated dispatchers.
         self._state: dict[bool, list[tuple[Any, ...]]] = {True: [(None,)], False: [(None,)]}
 
     @functools.cached_property
@@ -79,9 +79,9 @@ class LangKernel:
         return f"<cl.kernel {self.__qualname__}>"
 
     # ------------------------------------------------------------------------------- launches
-    # After the first launch without comptime values, ``launch`` and ``launch_unchecked`` are
-    # instance attributes: generated dispatchers (marshal.dispatcher_source) that launch directly
-    # when the client and cube dim are those of the previous launch, and call ``_dispatch`` else.
+    # After the first launch, ``launch`` and ``launch_unchecked`` are instance attributes:
+    # generated dispatchers (marshal.dispatcher_source) that launch directly when the client, cube
+    # dim and comptime values are those of the previous launch, and call ``_dispatch`` else.
     # The methods below forward to them, so that a bound method taken before the first launch
     # (``go = kern.launch``) is not stuck on the dict path (about 0.6 us more a launch here).
     # bench_lang.py took its bound methods that way, so it timed the dict path on its first
@@ -121,8 +121,8 @@ class LangKernel:
         else:
             self._check_count(spec, args)
             fn(count, *args)
-        if not comptime and isinstance(cube_dim, (int, tuple)):
-            self._remember(checked, client, cube_dim, spec)
+        if isinstance(cube_dim, (int, tuple)):
+            self._remember(checked, client, cube_dim, spec, comptime, fn)
 
     def _check_count(self, spec: Specialized, args: tuple[Any, ...]) -> None:
         if len(args) != len(spec.args):
@@ -131,20 +131,27 @@ class LangKernel:
                 f"({', '.join(spec.ir.order)}), got {len(args)}"
             )
 
-    def _remember(self, checked: bool, client: Any, cube_dim: Any, spec: Specialized) -> None:
-        """Point the fast dispatcher of a mode at this client and cube dim (installing it once)."""
+    def _remember(self, checked: bool, client: Any, cube_dim: Any, spec: Specialized,
+                  comptime: dict[str, Any], launcher: Callable[..., None]) -> None:
+        """Point the fast dispatcher of a mode at this launch's client, cube dim and comptime values
+        (installing the dispatcher once)."""
         state = self._state[checked]
-        state[0] = (client, cube_dim, client.launch if checked else client.launch_unchecked, spec.kernel)
+        client_launch = client.launch if checked else client.launch_unchecked
+        state[0] = (client, cube_dim, client_launch, spec.kernel, comptime, launcher)
         attr = "launch" if checked else "launch_unchecked"
         if attr in self.__dict__:
             return
-        params = tuple(self.captured.tree.args.args[i].arg for i in self._positional())
+        positional = self._positional()
+        params = tuple(self.captured.tree.args.args[i].arg for i in positional)
+        # A kernel with comptime parameters has one specialization per value: its dispatcher calls
+        # the remembered specialization's launcher (one frame more) instead of marshalling inline.
+        via_launcher = len(positional) < len(self.captured.tree.args.args)
         namespace: dict[str, Any] = {
             "cl__state": state, "cl__NO": _MISSING, "cl__bad": bad_argument, "cl__tensor": bad_tensor,
             "cl__unwrap": unwrap_arrays,
             "cl__slow": functools.partial(self._slow, checked),
         }
-        code = dispatcher_source(self.__name__, params, spec, checked)
+        code = dispatcher_source(self.__name__, params, spec, checked, via_launcher)
         exec(compile(code, f"<dispatcher {self.__name__}>", "exec"), namespace)
         setattr(self, attr, namespace[f"{self.__name__}_launch"])
 
