@@ -9,7 +9,7 @@ OpenCL through the prelude) and in WGSL (WebGPU):
 * ``matmul``: ``C = A @ B`` with 16 x 16 tiles of A and B staged in shared memory, one output per
   unit; the inner loop over the tile has a constant trip count on both sides, unrolled or not by
   the compiler. (Forcing it, ``cl.unroll`` in the language or ``#pragma unroll`` by hand, made
-  both 2.7x slower on PoCL here: 4.6 against 1.7 ms at 128^3; compare with ``--unroll``.)
+  the kernel 2.7x slower on PoCL here: 4.6 against 1.7 ms at 128^3.)
 
 Every pair is checked against numpy first, then timed in paired alternating loops of launches
 (bench/paired.py: launch ``--n`` times, sync, per round; the median of the per-round ratios and its
@@ -17,7 +17,7 @@ spread). ``time_ratio`` is lang time / hand time, ``speed`` is hand / lang (goal
 checked launch (device-side bound checks, the language's default) and the unchecked one. The hand
 kernels guard their edges as the algorithm needs and no more.
 
-    python bench/bench_lang_vs_c.py --backends cuda,opencl,webgpu [--quick] [--json FILE]
+    PYTHONPATH=. python bench/bench_lang_vs_c.py --backends cuda,opencl,webgpu [--quick] [--json FILE]
 
 ``--quick`` uses small problems (PoCL and lavapipe run on this host's CPU: a proof that the script
 works, not figures to tune on).
