@@ -91,7 +91,7 @@ _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
 _VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint", "bool": "uint"}
 _VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow",
             "&": "and", "|": "or", "^": "xor", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
-            "==": "eq", "!=": "ne"}
+            "==": "eq", "!=": "ne", "<<": "shl", ">>": "shr"}
 #: The elementwise vector operations, written lane by lane in a helper function.
 _LANEWISE = (ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select)
 _LANES = "xyzw"

@@ -155,10 +155,12 @@ class WgslGen(Emitter):
                 # a - (a / b) * b: NVIDIA's Vulkan driver (through naga) gives the dividend for a
                 # signed `%` with a negative divisor.
                 return f"({a} - ({a} / {b}) * {b})"
-            if e.op in ("<<", ">>"):
+            if e.op in ("<<", ">>"):  # WGSL shifts by u32 amounts (vecN<u32> for vectors)
                 if isinstance(e.b, ir.Const):
                     b = f"{int(e.b.value) & (ty.bits - 1)}u"
-                elif e.b.ty.name != "u32":
+                elif e.b.ty.is_vector and e.b.ty.scalar.name != "u32":
+                    b = f"vec{e.b.ty.lanes}<u32>({unwrap(b)})"
+                elif not e.b.ty.is_vector and e.b.ty.name != "u32":
                     b = f"u32({b})"
             op = {"and": "&&", "or": "||"}.get(e.op, e.op)
             return f"({a} {op} {b})"

@@ -6,8 +6,8 @@ Vectors support the elementwise arithmetic operators (``+ - * / // % **`` on flo
 or a value of the lane type) is splatted to every lane. Comparisons are elementwise too and give a
 bool vector (``boolx4``, :func:`bool_vec`): its lanes, ``&``/``|`` of two of them, ``any()`` /
 ``all()`` and the elementwise select ``a if mask else b``. Math builtins apply per lane
-(:func:`math`), ``Vec[T, W](v)`` converts a vector lane by lane (:func:`construct`). Shifts take
-scalars. Lanes are ``v.x v.y v.z v.w`` or ``v[k]`` with a comptime ``k``; assigning a lane of a
+(:func:`math`), ``Vec[T, W](v)`` converts a vector lane by lane (:func:`construct`); integer
+vectors shift lane by lane (``<< >>``). Lanes are ``v.x v.y v.z v.w`` or ``v[k]`` with a comptime ``k``; assigning a lane of a
 local (``v.y = e``, ``v[1] += e``) rebuilds the local.
 
 The IR keeps these as ordinary nodes (``BinOp``, ``Call``, ``Cast``, ``Select``) of a vector type;
@@ -76,8 +76,17 @@ def binop(op: str, a: Val, b: Val, loc: Loc, construct: str) -> ir.Expr:
     if ty.kind == "b" and op not in ("&", "|"):
         raise KernelTypeError(f"bool vectors take & and | (and any(), all(), lanes), not `{op}`",
                               loc, construct)
+    if op in ("<<", ">>"):
+        if not ty.is_int:
+            raise KernelTypeError(f"`{op}` needs integer vectors, got {ty}", loc, construct)
+        # The amount: a vector of the same type or a scalar splatted (a literal, or the lane type);
+        # a literal amount is taken modulo the width, as the interpreter and WGSL take any amount
+        # (WGSL rejects a constant one beyond the width).
+        if isinstance(b, int) and not isinstance(b, bool):
+            b = b & (ty.bits - 1)
+        return ir.BinOp(op, operand(a, ty, loc, construct), operand(b, ty, loc, construct), ty, loc)
     if op not in _ARITH + _BITWISE:
-        raise KernelTypeError(f"`{op}` is not defined on vectors; shift per lane (v.x, v[k])", loc, construct)
+        raise KernelTypeError(f"`{op}` is not defined on vectors", loc, construct)
     if op in _BITWISE and ty.is_float:
         raise KernelTypeError(f"`{op}` needs integer vectors, got {ty}", loc, construct)
     if op == "/" and ty.is_int:

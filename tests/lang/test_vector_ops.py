@@ -70,6 +70,15 @@ def vec_cast(x: Array[Vec[f32, 4]], ints: Array[Vec[i32, 4]], back: Array[Vec[f3
         uints[i] = Vec[u32, 2](Vec[i32, 2](v.x, v.y) + 100)
 
 
+@cl.kernel
+def vec_shift(a: Array[Vec[u32, 4]], s: Array[Vec[u32, 4]], b: Array[Vec[i32, 2]], out: Array[Vec[u32, 4]],
+              outi: Array[Vec[i32, 2]]):
+    i = cl.ABSOLUTE_POS
+    if i < len(a):
+        out[i] = ((a[i] << s[i]) ^ (a[i] >> 3)) + (a[i] << 33)  # 33: taken modulo 32
+        outi[i] = (b[i] >> Vec[i32, 2](1, 2)) + (b[i] << 1)
+
+
 def _launch(kern: Any, client: Any, n: int, *args: Any) -> None:
     kern.launch(client, cubeplug.CubeCount(-(-n // 64)), 64, *args)
 
@@ -138,7 +147,7 @@ def test_vector_casts(client: Any) -> None:
         ("y[i] = Vec[f32, 4](Vec[i32, 2](1, 2))", "converts a vector of 4 lanes"),
         ("y[i] = F4(cl.sqrt(Vec[i32, 4](x[i])))", "sqrt\\(\\) needs float vectors"),
         ("y[i] = x[i] if any(x[i]) else x[i]", "any\\(\\) takes one bool vector"),
-        ("y[i] = x[i] << 1", "shift per lane"),
+        ("y[i] = x[i] << 1", "needs integer vectors"),
     ],
 )
 def test_vector_op_errors_name_the_line(cpu: Any, body: str, message: str) -> None:
@@ -156,3 +165,17 @@ def test_vector_op_errors_name_the_line(cpu: Any, body: str, message: str) -> No
     with pytest.raises(cl.KernelTypeError, match=message) as info:
         kern.launch(cpu, 1, 4, x, x)
     assert f"{filename}:3:" in str(info.value)
+
+
+def test_vector_shifts(client: Any) -> None:
+    n = 200
+    av = RNG.integers(0, 2**32, (n, 4), dtype=np.uint32)
+    sv = RNG.integers(0, 32, (n, 4), dtype=np.uint32)
+    bv = RNG.integers(-(2**20), 2**20, (n, 2), dtype=np.int32)
+    a, s, b = client.create(av), client.create(sv), client.create(bv)
+    out, outi = client.empty(n * 16), client.empty(n * 8)
+    _launch(vec_shift, client, n, a, s, b, out, outi)
+    want = ((av << sv) ^ (av >> np.uint32(3))) + (av << np.uint32(1))
+    np.testing.assert_array_equal(client.to_numpy(out, "u32").reshape(n, 4), want)
+    want_i = (bv >> np.int32([1, 2])) + (bv << np.int32(1))
+    np.testing.assert_array_equal(client.to_numpy(outi, "i32").reshape(n, 2), want_i)
