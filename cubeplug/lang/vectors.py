@@ -7,8 +7,8 @@ or a value of the lane type) is splatted to every lane. Comparisons are elementw
 bool vector (``boolx4``, :func:`bool_vec`): its lanes, ``&``/``|`` of two of them, ``any()`` /
 ``all()`` and the elementwise select ``a if mask else b``. Math builtins apply per lane
 (:func:`math`), ``Vec[T, W](v)`` converts a vector lane by lane (:func:`construct`); integer
-vectors shift lane by lane (``<< >>``). Lanes are ``v.x v.y v.z v.w`` or ``v[k]`` with a comptime ``k``; assigning a lane of a
-local (``v.y = e``, ``v[1] += e``) rebuilds the local.
+vectors shift lane by lane (``<< >>``). Lanes are ``v.x v.y v.z v.w`` or ``v[k]`` with a comptime
+``k``; assigning a lane of a local (``v.y = e``, ``v[1] += e``) rebuilds the local.
 
 The IR keeps these as ordinary nodes (``BinOp``, ``Call``, ``Cast``, ``Select``) of a vector type;
 each dialect spells them: WGSL natively, C through per-lane helper functions, the interpreter on
