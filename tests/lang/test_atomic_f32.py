@@ -109,13 +109,15 @@ def min_max_all(x: Array[f32], lo: Array[Atomic[f32]], hi: Array[Atomic[f32]], o
         cl.atomic_max(hi, 1 + i % 7, x[i])
 
 
-def test_min_max_under_contention(client: Any) -> None:
+@pytest.mark.parametrize("checked", [True, False])
+def test_min_max_under_contention(client: Any, checked: bool) -> None:
     n = 3000
     xs = RNG.standard_normal(n).astype(np.float32)
     x, olds = client.create(xs), client.create(np.zeros(n, np.float32))
     lo = client.create(np.full(8, np.inf, np.float32))
     hi = client.create(np.full(8, -np.inf, np.float32))
-    min_max_all.launch(client, cubeplug.CubeCount(-(-n // 256)), 256, x, lo, hi, olds)
+    launch = min_max_all.launch if checked else min_max_all.launch_unchecked
+    launch(client, cubeplug.CubeCount(-(-n // 256)), 256, x, lo, hi, olds)
     groups = np.arange(n) % 7
     want_lo = [xs.min(), *(xs[groups == g].min() for g in range(7))]
     want_hi = [xs.max(), *(xs[groups == g].max() for g in range(7))]
@@ -137,12 +139,14 @@ def exchange_chain(slot: Array[Atomic[f32]], x: Array[f32], olds: Array[f32]):
         olds[i] = cl.atomic_exchange(slot, 0, x[i])
 
 
-def test_exchange_under_contention(client: Any) -> None:
+@pytest.mark.parametrize("checked", [True, False])
+def test_exchange_under_contention(client: Any, checked: bool) -> None:
     n = 1000
     xs = RNG.permutation(n).astype(np.float32) + 0.5
     slot, x = client.create(np.float32([-1.0])), client.create(xs)
     olds = client.create(np.zeros(n, np.float32))
-    exchange_chain.launch(client, cubeplug.CubeCount(4), 256, slot, x, olds)
+    (exchange_chain.launch if checked else exchange_chain.launch_unchecked)(
+        client, cubeplug.CubeCount(4), 256, slot, x, olds)
     seen = np.concatenate([client.to_numpy(olds, "f32"), client.to_numpy(slot, "f32")])
     np.testing.assert_array_equal(np.sort(seen), np.sort(np.concatenate([xs, [-1.0]])))
 
@@ -159,11 +163,13 @@ def cas_claim(slot: Array[Atomic[f32]], won: Array[u32], seen: Array[f32]):
         cl.atomic_compare_exchange(slot, 1, -0.0, 5.0)
 
 
-def test_compare_exchange_under_contention(client: Any) -> None:
+@pytest.mark.parametrize("checked", [True, False])
+def test_compare_exchange_under_contention(client: Any, checked: bool) -> None:
     n = 700
     slot = client.create(np.float32([0.0, 0.0]))
     won, seen = client.create(np.zeros(n, np.uint32)), client.create(np.zeros(n, np.float32))
-    cas_claim.launch(client, cubeplug.CubeCount(3), 256, slot, won, seen)
+    launch = cas_claim.launch if checked else cas_claim.launch_unchecked
+    launch(client, cubeplug.CubeCount(3), 256, slot, won, seen)
     w = client.to_numpy(won, "u32")
     assert w.sum() == 1
     winner = int(np.argmax(w))
