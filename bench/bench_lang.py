@@ -5,12 +5,17 @@ Both sides launch the same device work: ``lang`` calls ``axpy.launch(client, cou
 calls ``client.launch(kernel, count, [x, y], [a, len_x, len_y])`` with the specialized Kernel the
 language produced, so the difference is the language's own per-launch cost. Paired alternating
 loops (bench/paired.py); the first specialization time of a 40-line kernel is reported too.
+``comptime_checked`` times a kernel with a comptime parameter (a shared-memory block sum) the same
+way: its dispatcher calls the remembered specialization's launcher.
 
 On the CPU backend, ``elementwise`` also times the interpreter's throughput: ``axpy`` over
 ``--elements`` floats (one launch of 256-unit cubes) against a hand-written ``python``-dialect
 Kernel doing ``y[:n] += a * x[:n]`` (best of rounds, ms per launch, launch and sync).
 
-    python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--elements 1048576] [--json FILE]
+    PYTHONPATH=. python bench/bench_lang.py [--backends cpu,opencl,webgpu] [--elements 1048576] [--json FILE]
+
+(``PYTHONPATH=.``: a script's own folder, not the working directory, starts ``sys.path``, so
+without it the cubeplug installed in the environment is timed, not this checkout's.)
 """
 
 from __future__ import annotations
@@ -39,6 +44,23 @@ def axpy(x: Array[f32], y: Array[f32], a: f32):  # type: ignore[no-untyped-def]
     i = cl.ABSOLUTE_POS
     if i < len(y):
         y[i] += a * x[i]
+
+
+@cl.kernel
+def block_sum(x: Array[f32], out: Array[f32], B: Comptime[int]):  # type: ignore[no-untyped-def]
+    buf = cl.shared(f32, B)
+    u = cl.UNIT_POS_X
+    i = cl.ABSOLUTE_POS_X
+    buf[u] = x[i] if i < len(x) else 0.0
+    cl.sync_cube()
+    s = u32(B // 2)
+    while s > 0:
+        if u < s:
+            buf[u] += buf[u + s]
+        cl.sync_cube()
+        s = s >> 1
+    if u == 0:
+        out[cl.CUBE_POS_X] = buf[0]
 
 
 @cl.kernel
@@ -77,19 +99,43 @@ def measure(backend: str, n: int, rounds: int) -> dict[str, Any]:
         checked = mode == "checked"
         spec = axpy.specialized(client, 256, checked=checked)
         kernel = spec.kernel
-        lang_launch = axpy.launch if checked else axpy.launch_unchecked
-        hand_launch = client.launch if checked else client.launch_unchecked
         lens = [256] * len(spec.ir.hidden_lengths)
 
-        def lang(k: int, lang_launch: Any = lang_launch) -> None:
-            for _ in range(k):
-                lang_launch(client, count, 256, x, y, 1.0)
+        # Both sides look their launch up on every call, as user code does (``axpy.launch(...)``,
+        # ``client.launch(...)``): a bound ``axpy.launch`` taken before the first launch is the
+        # class's method, which forwards to the generated dispatcher (one frame more).
+        def lang(k: int, checked: bool = checked) -> None:
+            if checked:
+                for _ in range(k):
+                    axpy.launch(client, count, 256, x, y, 1.0)
+            else:
+                for _ in range(k):
+                    axpy.launch_unchecked(client, count, 256, x, y, 1.0)
 
-        def hand(k: int, kernel: Any = kernel, hand_launch: Any = hand_launch, lens: Any = lens) -> None:
-            for _ in range(k):
-                hand_launch(kernel, count, [x, y], [1.0, *lens])
+        def hand(k: int, kernel: Any = kernel, checked: bool = checked, lens: Any = lens) -> None:
+            if checked:
+                for _ in range(k):
+                    client.launch(kernel, count, [x, y], [1.0, *lens])
+            else:
+                for _ in range(k):
+                    client.launch_unchecked(kernel, count, [x, y], [1.0, *lens])
 
         out[mode] = paired(lang, hand, n, rounds, drain=client.sync)
+    # A kernel with a comptime parameter (its dispatcher calls the remembered specialization's
+    # launcher), checked: the same against its Kernel launched by hand.
+    sums = client.create(np.zeros(1, np.float32))
+    spec = block_sum.specialized(client, 256, checked=True, B=256)
+    sum_lens = [256] * len(spec.ir.hidden_lengths)
+
+    def lang_ct(k: int) -> None:
+        for _ in range(k):
+            block_sum.launch(client, count, 256, x, sums, B=256)
+
+    def hand_ct(k: int, kernel: Any = spec.kernel) -> None:
+        for _ in range(k):
+            client.launch(kernel, count, [x, sums], sum_lens)
+
+    out["comptime_checked"] = paired(lang_ct, hand_ct, n, rounds, drain=client.sync)
     matmul._specs.clear()  # time a first specialization, not a cache hit
     t0 = time.perf_counter()
     matmul.specialize_for("c", None, (16, 16, 1), True, {"T": 16})
@@ -145,7 +191,11 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=1 << 20, help="elementwise size on cpu (0: skip)")
     parser.add_argument("--json")
     args = parser.parse_args()
-    results: dict[str, Any] = {"host": platform.node(), "python": platform.python_version()}
+    results: dict[str, Any] = {
+        "host": platform.node(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv[1:],
+    }
     for backend in args.backends.split(","):
         try:
             results[backend] = measure(backend, args.n, args.rounds)

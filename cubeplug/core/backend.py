@@ -79,6 +79,10 @@ class Capabilities:
     max_cube_threads: int = 1024
     #: The most cubes a launch may run along x, y and z (what CubeCount itself allows by default).
     max_cube_count: tuple[int, int, int] = (COUNT_MAX, COUNT_MAX, COUNT_MAX)
+    #: Bytes of shared memory (CUDA ``__shared__``, OpenCL ``__local``, WGSL ``var<workgroup>``) one
+    #: cube may use; cubeplug.lang rejects a kernel whose ``cl.shared`` arrays need more. A backend
+    #: that does not say gets 16 KiB, the least WebGPU guarantees.
+    max_shared_bytes: int = 16384
 
     def has(self, name: str) -> bool:
         """True when the named capability is present (a true flag or a non-zero figure)."""

@@ -45,7 +45,7 @@ def touch(lw: Lowering, arr: ArrayRef, idx: ir.Expr, write: bool) -> bool:
         if lw.checked:
             st.len_used = True
     if lw.checked and arr.size is not None:
-        top = upper_bound(idx, lw.cube_dim)
+        top = upper_bound(idx, lw.cube_dim, lw.var_bounds)
         return top is None or top >= arr.size
     return lw.checked
 

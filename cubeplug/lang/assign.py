@@ -19,6 +19,7 @@ from cubeplug.lang.exprs import BINOPS, binop, subscript_target
 from cubeplug.lang.infer import Val, is_expr
 from cubeplug.lang.lowering import Lowering
 from cubeplug.lang.params import pyeval
+from cubeplug.lang.positions import upper_bound
 from cubeplug.lang.scope import ArrayRef, describe
 from cubeplug.lang.types import DType
 
@@ -137,6 +138,12 @@ def assign_name(lw: Lowering, name: str, v: Val, loc: Loc, ann: DType | None) ->
                                   loc, name, kernel=lw.name)
         ir_name = lw.declare(name + frame.suffix, e.ty, loc)
         frame.env[name] = ir.Var(ir_name, e.ty, loc)
+    if frame.counts.get(name, 0) == 1 and e.ty.kind == "u" and not e.ty.is_vector:
+        # Assigned only here (before, it holds 0): never above this value's bound, which lets the
+        # bound-check analysis drop checks such as tile[ty * T + tx] with ty = UNIT_POS_Y.
+        top = upper_bound(e, lw.cube_dim, lw.var_bounds)
+        if top is not None:
+            lw.var_bounds[ir_name] = top
     lw.emit(ir.Assign(ir_name, e, loc))
 
 

@@ -10,7 +10,7 @@ import math as pymath
 
 from cubeplug.lang import access, infer, ir, returns, vectors
 from cubeplug.lang import builtins as clb
-from cubeplug.lang.errors import KernelTypeError
+from cubeplug.lang.errors import KernelTypeError, Loc
 from cubeplug.lang.func import LangFunc
 from cubeplug.lang.infer import Val, is_expr, known
 from cubeplug.lang.lowering import Lowering
@@ -70,6 +70,8 @@ def lower_call(lw: Lowering, node: ast.Call, statement: bool) -> Val:
         return infer.cast(args[0], ty, loc, f"{name}()")
     if fn is builtins.len:
         return length(lw, args, node)
+    if fn is builtins.any or fn is builtins.all:
+        return mask_reduce(lw, name, args, node)
     math = _PY_MATH.get(fn) if hashable(fn) else None
     if math is None and isinstance(fn, clb.Intrinsic) and fn.name in clb.MATH:
         math = fn.name
@@ -78,17 +80,40 @@ def lower_call(lw: Lowering, node: ast.Call, statement: bool) -> Val:
         if math in ("min", "max") and len(args) > 2:
             acc = args[0]
             for a in args[1:]:
-                acc = infer.math_call(math, [acc, a], float_only, loc, f"{math}()")
+                acc = math_call(math, [acc, a], float_only, loc, f"{math}()")
             return acc
         if len(args) != nargs:
             raise lw.syntax(f"{math}() takes {nargs} argument(s), got {len(args)}", node, math)
-        return infer.math_call(math, args, float_only, loc, f"{math}()")
+        return math_call(math, args, float_only, loc, f"{math}()")
     if fn is builtins.range or fn is clb.unroll:
         raise lw.syntax(f"{name}() can only be the iterable of a for loop", node, name)
     raise lw.syntax(
         f"cannot call {name!r} in a kernel: only builtins of cubeplug.lang, dtype casts and "
         f"@cl.func helpers can be called", node, "call",
     )
+
+
+def math_call(fn: str, args: list[Val], float_only: bool, loc: Loc, construct: str) -> Val:
+    """A math builtin: lane by lane when an argument is a vector."""
+    if any(vectors.is_vec(a) for a in args):
+        return vectors.math(fn, args, float_only, loc, construct)
+    return infer.math_call(fn, args, float_only, loc, construct)
+
+
+def mask_reduce(lw: Lowering, name: str, args: list[Val], node: ast.Call) -> Val:
+    """``any(mask)`` / ``all(mask)`` of a bool vector (a bool scalar is itself)."""
+    loc = lw.loc(node)
+    if len(args) != 1 or not is_expr(args[0]) or args[0].ty.kind != "b":
+        raise KernelTypeError(f"{name}() takes one bool vector (a comparison of vectors)", loc, name,
+                              kernel=lw.name)
+    v = args[0]
+    if not v.ty.is_vector:
+        return v
+    if not isinstance(v, ir.Var):  # evaluated once, then its lanes are read
+        tmp = lw.declare("t_mask", v.ty, loc)
+        lw.emit(ir.Assign(tmp, v, loc))
+        v = ir.Var(tmp, v.ty, loc)
+    return vectors.reduce(name, v, loc)
 
 
 def length(lw: Lowering, args: list[Val], node: ast.Call) -> Val:
@@ -132,13 +157,10 @@ def atomic(lw: Lowering, op: str, node: ast.Call, statement: bool) -> Val:
                               kernel=lw.name)
     idx = access.index(lw, node.args[1])
     vals = tuple(infer.to_expr(lw.expr(a), loc, op, arr.elem) for a in node.args[2:])
-    if arr.elem.is_float:
-        # f32: add (natively on CUDA, a compare-and-swap loop on the bits elsewhere); sub adds -v.
-        if op not in ("atomic_add", "atomic_sub"):
-            raise KernelTypeError(f"{op}() on an f32 array is not supported; f32 atomics are "
-                                  f"atomic_add and atomic_sub", loc, op, kernel=lw.name)
-        if op == "atomic_sub":
-            op, vals = "atomic_add", (infer.unop("-", vals[0], loc, op),)
+    if arr.elem.is_float and op == "atomic_sub":
+        # f32 atomics work on the bits of a u32 word (dialects: a compare-and-swap loop where the
+        # API has no native op); sub adds -v.
+        op, vals = "atomic_add", (infer.unop("-", vals[0], loc, op),)
     out = None if statement else lw.declare("old", arr.elem, loc)
     lw.emit(ir.Atomic(op[len("atomic_"):], arr.name, idx, vals, out, arr.elem, loc,
                       access.touch(lw, arr, idx, True)))

@@ -11,6 +11,8 @@ to point a backend's compile error at the Python line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cubeplug.lang import ir
 from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
@@ -39,13 +41,20 @@ _ATOMICS = """\
 #define CL_ATOMIC_compare_exchange(p, c, v) atomicCAS((p), (c), (v))
 #endif
 """
-#: f32 atomic arrays are ``unsigned int`` buffers: loads and stores reinterpret the bits, adds are
-#: CUDA's native ``atomicAdd(float*)`` or, on OpenCL, a compare-and-swap loop on the bit pattern.
+#: f32 atomic arrays are ``unsigned int`` buffers: loads and stores reinterpret the bits; add is
+#: CUDA's native ``atomicAdd(float*)`` and a compare-and-swap loop on the bit pattern on OpenCL;
+#: min and max are such a loop on both (neither API has a float atomic min/max), stopping as soon as
+#: the value would not change; exchange and compare-exchange (of the bit patterns) are the native
+#: word operations.
 _F32_ATOMICS = """\
 #ifdef __OPENCL_VERSION__
 #define CL_U2F(u) as_float(u)
 #define CL_F2U(f) as_uint(f)
-static inline float cl_atomic_add_f32(volatile GLOBAL unsigned int* p, float v) {
+#define CL_F32_FN static inline
+#define CL_F32_PTR volatile GLOBAL unsigned int*
+#define CL_F32_CAS(p, c, v) atomic_cmpxchg((p), (c), (v))
+#define CL_F32_XCHG(p, v) atomic_xchg((p), (v))
+CL_F32_FN float cl_atomic_add_f32(CL_F32_PTR p, float v) {
     unsigned int cl_old = *p;
     unsigned int cl_seen;
     while ((cl_seen = atomic_cmpxchg(p, cl_old, as_uint(as_float(cl_old) + v))) != cl_old) cl_old = cl_seen;
@@ -54,13 +63,37 @@ static inline float cl_atomic_add_f32(volatile GLOBAL unsigned int* p, float v) 
 #else
 #define CL_U2F(u) __uint_as_float(u)
 #define CL_F2U(f) __float_as_uint(f)
-__device__ inline float cl_atomic_add_f32(unsigned int* p, float v) { return atomicAdd((float*)p, v); }
+#define CL_F32_FN __device__ inline
+#define CL_F32_PTR unsigned int*
+#define CL_F32_CAS(p, c, v) atomicCAS((p), (c), (v))
+#define CL_F32_XCHG(p, v) atomicExch((p), (v))
+CL_F32_FN float cl_atomic_add_f32(CL_F32_PTR p, float v) { return atomicAdd((float*)p, v); }
 #endif
+CL_F32_FN float cl_atomic_min_f32(CL_F32_PTR p, float v) {
+    unsigned int cl_old = *p;
+    unsigned int cl_seen;
+    while (v < CL_U2F(cl_old) && (cl_seen = CL_F32_CAS(p, cl_old, CL_F2U(v))) != cl_old) cl_old = cl_seen;
+    return CL_U2F(cl_old);
+}
+CL_F32_FN float cl_atomic_max_f32(CL_F32_PTR p, float v) {
+    unsigned int cl_old = *p;
+    unsigned int cl_seen;
+    while (v > CL_U2F(cl_old) && (cl_seen = CL_F32_CAS(p, cl_old, CL_F2U(v))) != cl_old) cl_old = cl_seen;
+    return CL_U2F(cl_old);
+}
+CL_F32_FN float cl_atomic_exchange_f32(CL_F32_PTR p, float v) { return CL_U2F(CL_F32_XCHG(p, CL_F2U(v))); }
+CL_F32_FN float cl_atomic_compare_exchange_f32(CL_F32_PTR p, float e, float v) {
+    return CL_U2F(CL_F32_CAS(p, CL_F2U(e), CL_F2U(v)));
+}
 """
 _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
-_VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint"}
+#: Vector types by lane type; a bool vector (a comparison's result) is a uint vector of 0/1 lanes.
+_VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint", "bool": "uint"}
 _VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow",
-            "&": "and", "|": "or", "^": "xor"}
+            "&": "and", "|": "or", "^": "xor", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
+            "==": "eq", "!=": "ne", "<<": "shl", ">>": "shr"}
+#: The elementwise vector operations, written lane by lane in a helper function.
+_LANEWISE = (ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select)
 _LANES = "xyzw"
 _VEC_PRELUDE = """\
 #ifdef __OPENCL_VERSION__
@@ -129,13 +162,13 @@ class CGen(Emitter):
             for ty in self.vec_types.values():
                 head += _make_macro(ty).splitlines()
             head += list(self.helpers.values())
-        lines = head + self.lines
-        return "\n".join(lines) + "\n", (None,) * len(head) + tuple(self.locs)
+        body, locs = line_directives(self.lines, self.locs)
+        return "\n".join(head + body) + "\n", (None,) * len(head) + locs
 
     def vtype(self, ty: DType) -> str:
         """``ctype(ty)``, noting a vector type's use."""
         if ty.is_vector:
-            self.vec_types.setdefault(ty.name, ty)
+            self.vec_types.setdefault(ctype(ty), ty)
         return ctype(ty)
 
     def helper(self, name: str, ret: DType, params: list[tuple[str, DType]], body: str) -> str:
@@ -148,24 +181,27 @@ class CGen(Emitter):
     def make(self, ty: DType, lanes: list[str]) -> str:
         return f"CL_MAKE_{self.vtype(ty)}({', '.join(lanes)})"
 
-    def vec_binop(self, e: ir.BinOp) -> str:
-        ty = e.ty
-        lane = ty.scalar
+    def vec_lanewise(self, e: ir.BinOp | ir.UnOp | ir.Cast | ir.Call | ir.Select) -> str:
+        """An elementwise vector operation: a call of a helper that applies the scalar operation to
+        each lane (operands are evaluated once, as the helper's parameters ``a b c``)."""
+        if isinstance(e, ir.Select):
+            operands: tuple[ir.Expr, ...] = (e.cond, e.a, e.b)
+            tag = "sel"
+        elif isinstance(e, ir.Call):
+            operands, tag = e.args, e.fn
+        elif isinstance(e, ir.BinOp):
+            operands, tag = (e.a, e.b), _VEC_OPS[e.op]
+        else:
+            operands, tag = (e.a,), "cast" if isinstance(e, ir.Cast) else "neg" if e.op == "-" else "not"
+        names = "abc"[: len(operands)]
         parts = []
-        for c in _LANES[: ty.lanes]:
-            la, lb = ir.Var(f"a.{c}", lane, e.loc), ir.Var(f"b.{c}", lane, e.loc)
-            parts.append(unwrap(self.expr(ir.BinOp(e.op, la, lb, lane, e.loc))))
-        name = self.helper(f"cl_v{_VEC_OPS[e.op]}_{ctype(ty)}", ty, [("a", ty), ("b", ty)],
-                           self.make(ty, parts))
-        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
-
-    def vec_unop(self, e: ir.UnOp) -> str:
-        ty = e.ty
-        parts = [self.expr(ir.UnOp(e.op, ir.Var(f"a.{c}", ty.scalar, e.loc), ty.scalar, e.loc))
-                 for c in _LANES[: ty.lanes]]
-        name = self.helper(f"cl_v{'neg' if e.op == '-' else 'not'}_{ctype(ty)}", ty, [("a", ty)],
-                           self.make(ty, parts))
-        return f"{name}({self.expr(e.a)})"
+        for c in _LANES[: e.ty.lanes]:
+            lane = [ir.Var(f"{n}.{c}" if o.ty.is_vector else n, o.ty.scalar, e.loc)
+                    for n, o in zip(names, operands)]
+            parts.append(unwrap(self.expr(_on_lanes(e, lane))))
+        name = self.helper(f"cl_v{tag}_{'_'.join(o.ty.name for o in operands)}_{e.ty.name}", e.ty,
+                           [(n, o.ty) for n, o in zip(names, operands)], self.make(e.ty, parts))
+        return f"{name}({', '.join(unwrap(self.expr(o)) for o in operands)})"
 
     def vec_new(self, e: ir.VecNew) -> str:
         if len(e.args) > 1:
@@ -193,11 +229,11 @@ class CGen(Emitter):
         params += [f"unsigned int {n}" for n in k.hidden_names]
         self.line(f"KERNEL {entry_name(k.name)}({', '.join(params)}) {{")
         self.depth = 1
+        for name, ty in k.locals:  # before the first #line (line_directives): no location
+            self.line(f"{self.vtype(ty)} {name} = {literal(0, ty)};")
         for d in k.decls:
             prefix = "LOCAL " if d.space == "shared" else ""
             self.line(f"{prefix}{self.vtype(d.elem)} {d.name}[{d.size}];", d.loc)
-        for name, ty in k.locals:
-            self.line(f"{self.vtype(ty)} {name} = {literal(0, ty)};")
         self.block(k.body)
         self.depth = 0
         self.line("}")
@@ -214,7 +250,7 @@ class CGen(Emitter):
             self.line(store, s.loc)
         elif isinstance(s, ir.Atomic):
             args = ", ".join(self.expr(a) for a in s.args)
-            fn = "cl_atomic_add_f32" if s.array in self.fbits else f"CL_ATOMIC_{s.op}"
+            fn = f"cl_atomic_{s.op}_f32" if s.array in self.fbits else f"CL_ATOMIC_{s.op}"
             call = f"{fn}(&{s.array}[{self.expr(s.index)}], {args})"
             text = f"{s.out} = {call};" if s.out else f"{call};"
             if s.checked:
@@ -243,10 +279,8 @@ class CGen(Emitter):
             return e.name
         if isinstance(e, ir.Builtin):
             return e.name
-        if isinstance(e, ir.BinOp) and e.ty.is_vector:
-            return self.vec_binop(e)
-        if isinstance(e, ir.UnOp) and e.ty.is_vector:
-            return self.vec_unop(e)
+        if isinstance(e, _LANEWISE) and e.ty.is_vector:
+            return self.vec_lanewise(e)
         if isinstance(e, ir.VecNew):
             return self.vec_new(e)
         if isinstance(e, ir.VecGet):
@@ -285,6 +319,42 @@ class CGen(Emitter):
                 return f"({self.in_bounds(e.array, e.index, e.guard)} ? {load} : {literal(0, e.ty)})"
             return load
         raise TypeError(e)  # pragma: no cover
+
+
+def line_directives(lines: list[str], locs: list[Loc | None]) -> tuple[list[str], tuple[Loc | None, ...]]:
+    """The kernel's lines with ``#line N "file"`` directives, so that NVRTC and OpenCL C compilers
+    report an error in generated code at the user's file and line; and the line map of the result
+    (directives map to None). A directive goes before a located line only where the compiler's own
+    count would be off; lines without a location (the signature and locals, which come first, and
+    closing braces) take the count as it runs."""
+    out: list[str] = []
+    where: list[Loc | None] = []
+    expect: tuple[str, int] | None = None  # the (file, line) the compiler gives the next line
+    for text, loc in zip(lines, locs):
+        if loc is not None and expect != (loc.file, loc.line):
+            name = loc.file.replace("\\", "\\\\").replace('"', '\\"')
+            out.append(f'#line {loc.line} "{name}"')
+            where.append(None)
+            expect = (loc.file, loc.line)
+        out.append(text)
+        where.append(loc)
+        if expect is not None:
+            expect = (expect[0], expect[1] + 1)
+    return out, tuple(where)
+
+
+def _on_lanes(e: ir.BinOp | ir.UnOp | ir.Cast | ir.Call | ir.Select, lanes: Sequence[ir.Expr]) -> ir.Expr:
+    """The scalar operation of the vector operation ``e`` on one lane of its operands."""
+    ty = e.ty.scalar
+    if isinstance(e, ir.Select):
+        return ir.Select(lanes[0], lanes[1], lanes[2], ty, e.loc)
+    if isinstance(e, ir.Call):
+        return ir.Call(e.fn, tuple(lanes), ty, e.loc)
+    if isinstance(e, ir.BinOp):
+        return ir.BinOp(e.op, lanes[0], lanes[1], ty, e.loc)
+    if isinstance(e, ir.Cast):
+        return ir.Cast(lanes[0], ty, e.loc)
+    return ir.UnOp(e.op, lanes[0], ty, e.loc)
 
 
 def _uses_atomics(b: ir.Block) -> bool:

@@ -97,13 +97,9 @@ class WgslGen(Emitter):
             ref = f"&{s.array}[{self.index(s.index)}]"
             args = [self.expr(a) for a in s.args]
             target = s.out or "_"
-            if s.array in self.fbits:  # f32 add: a compare-and-swap loop on the bits
+            if s.array in self.fbits:  # f32 on a u32 atomic: the bits (add, min, max: a CAS loop)
                 done = f" {s.out} = bitcast<f32>(cl_old);" if s.out else ""
-                text = (
-                    f"var cl_old = atomicLoad({ref}); loop {{ let cl_cas = atomicCompareExchangeWeak("
-                    f"{ref}, cl_old, bitcast<u32>(bitcast<f32>(cl_old) + {args[0]})); "
-                    f"if (cl_cas.exchanged) {{ break; }} cl_old = cl_cas.old_value; }}{done}"
-                )
+                text = _f32_atomic(s.op, ref, args) + done
                 if not s.checked:
                     text = f"{{ {text} }}"
             elif s.op == "compare_exchange":
@@ -159,10 +155,12 @@ class WgslGen(Emitter):
                 # a - (a / b) * b: NVIDIA's Vulkan driver (through naga) gives the dividend for a
                 # signed `%` with a negative divisor.
                 return f"({a} - ({a} / {b}) * {b})"
-            if e.op in ("<<", ">>"):
+            if e.op in ("<<", ">>"):  # WGSL shifts by u32 amounts (vecN<u32> for vectors)
                 if isinstance(e.b, ir.Const):
                     b = f"{int(e.b.value) & (ty.bits - 1)}u"
-                elif e.b.ty.name != "u32":
+                elif e.b.ty.is_vector and e.b.ty.scalar.name != "u32":
+                    b = f"vec{e.b.ty.lanes}<u32>({unwrap(b)})"
+                elif not e.b.ty.is_vector and e.b.ty.name != "u32":
                     b = f"u32({b})"
             op = {"and": "&&", "or": "||"}.get(e.op, e.op)
             return f"({a} {op} {b})"
@@ -172,7 +170,7 @@ class WgslGen(Emitter):
                 return f"({literal(0, e.ty)} - {a})"
             return f"({'!' if e.op == 'not' else e.op}{a})"
         if isinstance(e, ir.Cast):
-            return f"{W_TYPES[e.ty.name]}({self.expr(e.a)})"
+            return f"{wtype(e.ty)}({unwrap(self.expr(e.a))})"
         if isinstance(e, ir.Call):
             return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, ir.Select):
@@ -186,6 +184,28 @@ class WgslGen(Emitter):
                 return f"select({literal(0, e.ty)}, {load}, {self.in_bounds(e.array, e.index, e.guard)})"
             return load
         raise TypeError(e)  # pragma: no cover
+
+
+def _f32_atomic(op: str, ref: str, args: list[str]) -> str:
+    """An f32 atomic on the u32 atomic at ``ref``, leaving the old bits in ``cl_old``: exchange and
+    compare-exchange (of the bit patterns) natively, add/min/max as a compare-and-swap loop that
+    retries until the word it read is the word it replaced (min/max stop when nothing changes)."""
+    if op == "exchange":
+        return f"let cl_old = atomicExchange({ref}, bitcast<u32>({unwrap(args[0])}));"
+    if op == "compare_exchange":
+        return (
+            f"let cl_e = bitcast<u32>({unwrap(args[0])}); let cl_n = bitcast<u32>({unwrap(args[1])}); "
+            f"var cl_old = 0u; loop {{ let cl_cas = atomicCompareExchangeWeak({ref}, cl_e, cl_n); "
+            f"cl_old = cl_cas.old_value; if (cl_cas.exchanged || cl_old != cl_e) {{ break; }} }}"
+        )
+    new = {"add": "bitcast<f32>(cl_old) + cl_v", "min": "cl_v", "max": "cl_v"}[op]
+    stop = {"add": "", "min": "if (!(cl_v < bitcast<f32>(cl_old))) { break; } ",
+            "max": "if (!(cl_v > bitcast<f32>(cl_old))) { break; } "}[op]
+    return (
+        f"let cl_v = {unwrap(args[0])}; var cl_old = atomicLoad({ref}); loop {{ {stop}"
+        f"let cl_cas = atomicCompareExchangeWeak({ref}, cl_old, bitcast<u32>({new})); "
+        f"if (cl_cas.exchanged) {{ break; }} cl_old = cl_cas.old_value; }}"
+    )
 
 
 def generate(k: ir.KernelIR) -> tuple[str, tuple[Loc | None, ...]]:

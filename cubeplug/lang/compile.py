@@ -12,7 +12,7 @@ from typing import Any
 
 from cubeplug.core.kernel import Buffer, Kernel, Param, Scalar
 from cubeplug.lang import codegen_c, codegen_wgsl, ir
-from cubeplug.lang.errors import Loc
+from cubeplug.lang.errors import KernelTypeError, Loc
 from cubeplug.lang.interp import Interpreter
 from cubeplug.lang.lower import Lowerer
 from cubeplug.lang.names import entry_name
@@ -44,6 +44,25 @@ def pick_dialect(dialects: tuple[str, ...]) -> str | None:
     return None
 
 
+def check_shared(k: ir.KernelIR, limit: int) -> None:
+    """KernelTypeError, at the ``cl.shared`` that goes past it, when the kernel's shared arrays need
+    more than the ``limit`` bytes a cube may use (a backend would fail to build or, as PoCL does,
+    abort the process)."""
+    total = 0
+    for d in k.decls:
+        if d.space != "shared":
+            continue
+        size = d.size * d.elem.np.itemsize * d.elem.lanes
+        total += size
+        if total > limit:
+            raise KernelTypeError(
+                f"cl.shared arrays need {total} bytes a cube up to this one ({d.name}: {d.size} x {d.elem} = "
+                f"{size} bytes), more than the {limit} bytes this device allows a cube "
+                f"(capabilities.max_shared_bytes): use smaller tiles or fewer shared arrays",
+                d.loc, "shared", kernel=k.name,
+            )
+
+
 def specialize(
     captured: Captured,
     name: str,
@@ -52,11 +71,15 @@ def specialize(
     checked: bool,
     dialect: str,
     dtypes: frozenset[str] | None,
+    shared_limit: int | None = None,
 ) -> Specialized:
-    """Lower, verify and generate ``captured`` for one set of comptime values, cube dim and dialect."""
+    """Lower, verify and generate ``captured`` for one set of comptime values, cube dim and dialect
+    (on a device allowing ``shared_limit`` bytes of shared memory a cube, where given)."""
     lowered = Lowerer(captured, name, comptime, cube_dim, checked, dtypes).kernel()
     k = lowered.ir
     verify(k)
+    if shared_limit is not None:
+        check_shared(k, shared_limit)
     source: Any
     line_map: tuple[Loc | None, ...] = ()
     if dialect == "c":

@@ -146,12 +146,29 @@ def _range_loop(lw: Lowering, node: ast.For, call: ast.Call) -> None:
         tmp = lw.declare(f"{var}_end", ty, loc)
         lw.emit(ir.Assign(tmp, stop_e, loc))
         stop_e = ir.Var(tmp, ty, loc)
+    # In the body, the variable of a loop with constant bounds and step is below its stop (it is
+    # not assigned there, and a nested loop over the same name would change it: then no bound).
+    top = _last_value(es)
+    rebound = any(isinstance(sub, ast.For) and isinstance(sub.target, ast.Name) and sub.target.id == name
+                  for sub in ast.walk(ast.Module(body=node.body, type_ignores=[])))
+    if top is not None and not rebound:
+        lw.var_bounds[var] = top
     lw.loops.append("runtime")
     try:
         body = lw.block(node.body, True)
     finally:
         lw.loops.pop()
+        lw.var_bounds.pop(var, None)
     lw.emit(ir.RangeFor(var, es[0], stop_e, es[2], body, loc))
+
+
+def _last_value(es: list[ir.Expr]) -> int | None:
+    """The largest value the variable of ``range(start, stop, step)`` takes in the body, for
+    constant unsigned bounds and a positive step (None otherwise, or for an empty range)."""
+    start, stop, step = (e.value if isinstance(e, ir.Const) and e.ty.kind == "u" else None for e in es)
+    if start is None or stop is None or step is None or step <= 0 or stop <= start:
+        return None
+    return int(start) + (int(stop) - 1 - int(start)) // int(step) * int(step)
 
 
 def _break(lw: Lowering, node: ast.Break) -> None:

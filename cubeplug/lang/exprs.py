@@ -41,6 +41,9 @@ def binop(op: str, a: Val, b: Val, loc: Loc, construct: str) -> Val:
 def condition(lw: Lowering, v: Val, node: ast.AST) -> ir.Expr:
     """``v`` as the condition of a runtime branch or loop: it must be a bool."""
     e = infer.to_expr(v, lw.loc(node), "condition")
+    if e.ty.is_vector:
+        raise KernelTypeError(f"a condition must be bool, got a {e.ty} vector; use any(mask) or all(mask)",
+                              lw.loc(node), "condition", kernel=lw.name)
     if e.ty != bool_:
         raise KernelTypeError(f"a condition must be bool, got {e.ty}; compare it, e.g. x != 0",
                               lw.loc(node), "condition", kernel=lw.name)
@@ -181,6 +184,8 @@ def _if_exp(lw: Lowering, node: ast.IfExp) -> Val:
     k = known(cond)
     if k is not None:
         return lw.expr(node.body if k else node.orelse)
+    if vectors.is_vec(cond):  # per lane: both sides run (their statements too), then a select
+        return vectors.select(cond, lw.expr(node.body), lw.expr(node.orelse), loc)
     c = condition(lw, cond, node.test)
     lw.out.append([])
     a = lw.expr(node.body)

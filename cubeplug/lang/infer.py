@@ -157,7 +157,8 @@ def _scalars_only(vals: list[Val], loc: Loc, construct: str) -> None:
     for v in vals:
         if is_expr(v) and v.ty.is_vector:
             raise KernelTypeError(
-                f"{construct} takes scalars, got a {v.ty} vector; apply it per lane (v.x, v[k])",
+                f"{construct} takes scalars, got a {v.ty} vector; convert a vector with "
+                f"Vec[T, {v.ty.lanes}](v), or take a lane (v.x, v[k])",
                 loc, construct,
             )
 

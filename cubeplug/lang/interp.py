@@ -31,6 +31,8 @@ LANES = 1 << 16
 #: The same for kernels without barriers and shared memory.
 FLAT_LANES = 1 << 20
 _ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
+#: f32: a NaN value never replaces the element, as in the dialects' compare-and-swap loops.
+_F32_ATOMIC_UFUNC = {**_ATOMIC_UFUNC, "min": np.fmin, "max": np.fmax}
 Mask = np.ndarray | None
 
 
@@ -238,8 +240,9 @@ class _Run:
         arr, addr, ok = self.address(s.array, self.eval(s.index), s.guard)
         sel = ok if m is None else m & ok
         args = [_own(self.full(self.eval(a))) for a in s.args]
-        if s.out is None and s.op in _ATOMIC_UFUNC:
-            _ATOMIC_UFUNC[s.op].at(arr, addr[sel], args[0][sel])
+        ufuncs = _F32_ATOMIC_UFUNC if s.ty.is_float else _ATOMIC_UFUNC
+        if s.out is None and s.op in ufuncs:
+            ufuncs[s.op].at(arr, addr[sel], args[0][sel])
             return
         out = np.array(self.full(self.env[s.out])) if s.out else np.zeros(self.n, s.ty.np)
         for lane in np.nonzero(sel)[0]:
@@ -247,12 +250,12 @@ class _Run:
             old = arr[a]
             out[lane] = old
             v = args[0][lane]
-            if s.op in _ATOMIC_UFUNC:
-                arr[a] = _ATOMIC_UFUNC[s.op](old, v)
+            if s.op in ufuncs:
+                arr[a] = ufuncs[s.op](old, v)
             elif s.op == "exchange":
                 arr[a] = v
-            elif old == v:  # compare_exchange(expected=v, new)
-                arr[a] = args[1][lane]
+            elif (old.view(np.uint32) == v.view(np.uint32)) if s.ty.is_float else old == v:
+                arr[a] = args[1][lane]  # compare_exchange(expected=v, new); f32: of the bits
         if s.out:
             self.env[s.out] = np.where(~ok if m is None else m & ~ok, s.ty.np.type(0), out)
 
@@ -370,5 +373,6 @@ def _shape(n: int, ty: DType) -> tuple[int, ...]:
 
 
 def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """A per-lane mask shaped to select whole rows of ``like`` (a column for vectors)."""
-    return mask[:, None] if np.ndim(like) == 2 else mask
+    """A per-lane mask shaped to select whole rows of ``like`` (a column for vectors; a vector
+    mask selects lane by lane as it is)."""
+    return mask[:, None] if np.ndim(like) == 2 and np.ndim(mask) == 1 else mask

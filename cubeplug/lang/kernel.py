@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cubeplug.core.errors import CompileError, ValidationError
 from cubeplug.lang.compile import Specialized, pick_dialect, specialize
-from cubeplug.lang.errors import KernelError, NotInKernelError
+from cubeplug.lang.errors import KernelError, Loc, NotInKernelError
 from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source, unwrap_arrays
 from cubeplug.lang.printer import print_kernel
 from cubeplug.lang.source import Captured, capture
@@ -59,8 +60,8 @@ class LangKernel:
         self._launchers: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
         self._unchecked: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
         self._lock = threading.Lock()
-        #: Per mode (checked?): a one-item list holding (client, cube_dim, client launch, Kernel)
-        #: of the last launch without comptime values, read by the generated dispatchers.
+        #: Per mode (checked?): a one-item list holding (client, cube_dim, client launch, Kernel,
+        #: comptime values, launcher) of the last launch, read by the generated dispatchers.
         self._state: dict[bool, list[tuple[Any, ...]]] = {True: [(None,)], False: [(None,)]}
 
     @functools.cached_property
@@ -78,20 +79,32 @@ class LangKernel:
         return f"<cl.kernel {self.__qualname__}>"
 
     # ------------------------------------------------------------------------------- launches
-    # After the first launch without comptime values, ``launch`` and ``launch_unchecked`` are
-    # instance attributes: generated dispatchers (compile.dispatcher_source) that launch directly
-    # when the client and cube dim are those of the previous launch, and call ``_dispatch`` else.
+    # After the first launch, ``launch`` and ``launch_unchecked`` are instance attributes:
+    # generated dispatchers (marshal.dispatcher_source) that launch directly when the client, cube
+    # dim and comptime values are those of the previous launch, and call ``_dispatch`` else.
+    # The methods below forward to them, so that a bound method taken before the first launch
+    # (``go = kern.launch``) is not stuck on the dict path (about 0.6 us more a launch here).
+    # bench_lang.py took its bound methods that way, so it timed the dict path on its first
+    # backend: cpu here, CUDA in the H100 run (its 1.22x, against 1.05x on the next backends).
     def launch(self, client: ComputeClient, count: CubeCount | int | tuple[int, ...], cube_dim: CubeDim,
                *args: Any, **comptime: Any) -> None:
         """Launch with bound-checked array accesses (out-of-bounds writes dropped, reads give 0)."""
-        self._dispatch(True, client, count, cube_dim, args, comptime)
+        fast = self.__dict__.get("launch")  # a bound method taken before the dispatcher existed
+        if fast is not None:
+            fast(client, count, cube_dim, *args, **comptime)
+        else:
+            self._dispatch(True, client, count, cube_dim, args, comptime)
 
     def launch_unchecked(
         self, client: ComputeClient, count: CubeCount | int | tuple[int, ...], cube_dim: CubeDim,
         *args: Any, **comptime: Any,
     ) -> None:
         """Launch without bound checks (and without the client's argument validation)."""
-        self._dispatch(False, client, count, cube_dim, args, comptime)
+        fast = self.__dict__.get("launch_unchecked")
+        if fast is not None:
+            fast(client, count, cube_dim, *args, **comptime)
+        else:
+            self._dispatch(False, client, count, cube_dim, args, comptime)
 
     def _dispatch(
         self, checked: bool, client: Any, count: Any, cube_dim: Any, args: tuple[Any, ...],
@@ -108,8 +121,8 @@ class LangKernel:
         else:
             self._check_count(spec, args)
             fn(count, *args)
-        if not comptime and isinstance(cube_dim, (int, tuple)):
-            self._remember(checked, client, cube_dim, spec)
+        if isinstance(cube_dim, (int, tuple)):
+            self._remember(checked, client, cube_dim, spec, comptime, fn)
 
     def _check_count(self, spec: Specialized, args: tuple[Any, ...]) -> None:
         if len(args) != len(spec.args):
@@ -118,20 +131,27 @@ class LangKernel:
                 f"({', '.join(spec.ir.order)}), got {len(args)}"
             )
 
-    def _remember(self, checked: bool, client: Any, cube_dim: Any, spec: Specialized) -> None:
-        """Point the fast dispatcher of a mode at this client and cube dim (installing it once)."""
+    def _remember(self, checked: bool, client: Any, cube_dim: Any, spec: Specialized,
+                  comptime: dict[str, Any], launcher: Callable[..., None]) -> None:
+        """Point the fast dispatcher of a mode at this launch's client, cube dim and comptime values
+        (installing the dispatcher once)."""
         state = self._state[checked]
-        state[0] = (client, cube_dim, client.launch if checked else client.launch_unchecked, spec.kernel)
+        client_launch = client.launch if checked else client.launch_unchecked
+        state[0] = (client, cube_dim, client_launch, spec.kernel, comptime, launcher)
         attr = "launch" if checked else "launch_unchecked"
         if attr in self.__dict__:
             return
-        params = tuple(self.captured.tree.args.args[i].arg for i in self._positional())
+        positional = self._positional()
+        params = tuple(self.captured.tree.args.args[i].arg for i in positional)
+        # A kernel with comptime parameters has one specialization per value: its dispatcher calls
+        # the remembered specialization's launcher (one frame more) instead of marshalling inline.
+        via_launcher = len(positional) < len(self.captured.tree.args.args)
         namespace: dict[str, Any] = {
             "cl__state": state, "cl__NO": _MISSING, "cl__bad": bad_argument, "cl__tensor": bad_tensor,
             "cl__unwrap": unwrap_arrays,
             "cl__slow": functools.partial(self._slow, checked),
         }
-        code = dispatcher_source(self.__name__, params, spec, checked)
+        code = dispatcher_source(self.__name__, params, spec, checked, via_launcher)
         exec(compile(code, f"<dispatcher {self.__name__}>", "exec"), namespace)
         setattr(self, attr, namespace[f"{self.__name__}_launch"])
 
@@ -157,23 +177,26 @@ class LangKernel:
                 f"compiles {list(dialects)}",
                 backend=client.backend, kernel=self.__name__,
             )
-        dtypes = frozenset(client.capabilities.dtypes)
-        return self.specialize_for(dialect, dtypes, cube_dim, checked, comptime)
+        caps = client.capabilities
+        return self.specialize_for(dialect, frozenset(caps.dtypes), cube_dim, checked, comptime,
+                                   shared_limit=caps.max_shared_bytes)
 
     def specialize_for(
         self, dialect: str, dtypes: frozenset[str] | None, cube_dim: CubeDim, checked: bool,
-        comptime: dict[str, Any],
+        comptime: dict[str, Any], shared_limit: int | None = None,
     ) -> Specialized:
-        """The (cached) specialization for a dialect and a set of device dtypes."""
+        """The (cached) specialization for a dialect, a set of device dtypes and a device's shared
+        memory a cube (None: unchecked)."""
         dims = _dims(cube_dim)
-        key = (dialect, dtypes, dims, checked, tuple(sorted(comptime.items(), key=lambda kv: kv[0])))
+        key = (dialect, dtypes, shared_limit, dims, checked,
+               tuple(sorted(comptime.items(), key=lambda kv: kv[0])))
         spec = self._specs.get(key)
         if spec is None:
             with self._lock:
                 spec = self._specs.get(key)
                 if spec is None:
                     spec = specialize(self.captured, self.__name__, dict(comptime), dims, checked,
-                                      dialect, dtypes)
+                                      dialect, dtypes, shared_limit)
                     self._specs[key] = spec
         return spec
 
@@ -202,14 +225,21 @@ class LangKernel:
         return fn, spec
 
     def _map_error(self, spec: Specialized, e: CompileError) -> CompileError:
-        if isinstance(e, KernelError) or e.line is None or not 0 < e.line <= len(spec.line_map):
+        """A backend's compile error of the generated source as a KernelError at the user's line:
+        the first ``file:line`` / ``file(line)`` of a user's file in the compiler's log (the ``c``
+        source carries ``#line`` directives), else the generated line the backend names, through
+        the line map."""
+        if isinstance(e, KernelError):
             return e
-        loc = spec.line_map[e.line - 1]
+        loc = user_location(spec.line_map, f"{e.log or ''}\n{e}")
+        where = f"{loc.file}:{loc.line}" if loc is not None else f"its line {e.line}"
+        if loc is None and e.line is not None and 0 < e.line <= len(spec.line_map):
+            loc = spec.line_map[e.line - 1]
         if loc is None:
             return e
         return KernelError(
-            f"the generated {spec.dialect} source failed to compile on {e.backend} at its line {e.line}: "
-            f"{e}", loc, "backend compile", kernel=self.__name__,
+            f"the generated {spec.dialect} source failed to compile on {e.backend} at {where}: {e}",
+            loc, "backend compile", kernel=self.__name__,
         )
 
     # ------------------------------------------------------------------------------- inspection
@@ -223,6 +253,25 @@ class LangKernel:
            **comptime: Any) -> str:
         """The IR text of a specialization (no client needed)."""
         return print_kernel(self.specialize_for("python", dtypes, cube_dim, checked, comptime).ir)
+
+
+def user_location(line_map: tuple[Loc | None, ...], log: str) -> Loc | None:
+    """The first place in a compiler's log that names a user's file and line (clang's
+    ``file:12:5:``, NVRTC's ``file(12):``), as the location of that line in the line map (its
+    column) or at column 1; None when the log names none."""
+    files = {loc.file for loc in line_map if loc is not None}
+    if not files:
+        return None
+    pattern = re.compile("(" + "|".join(re.escape(f) for f in sorted(files)) + r")(?::|\()(\d+)")
+    for text in log.splitlines():
+        if "error" not in text.lower():
+            continue
+        m = pattern.search(text)
+        if m is not None:
+            file, line = m.group(1), int(m.group(2))
+            return next((loc for loc in line_map if loc is not None and (loc.file, loc.line) == (file, line)),
+                        Loc(file, line, 1))
+    return None
 
 
 def kernel(fn: Callable[..., Any]) -> LangKernel:

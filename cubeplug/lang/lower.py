@@ -70,6 +70,7 @@ class Lowerer:
         self.out: list[list[ir.Stmt]] = [[]]
         #: The loops around the statement being lowered, innermost last: "runtime" or "unroll".
         self.loops: list[str] = []
+        self.var_bounds: dict[str, int] = {}
         #: How many runtime branches and loops enclose the statement being lowered.
         self.runtime_depth = 0
         self.inline_count = 0

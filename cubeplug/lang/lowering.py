@@ -25,6 +25,9 @@ class Lowering(Protocol):
     inline_count: int
     runtime_depth: int
     loops: list[str]
+    #: Locals known to stay at most a value where they are read: the variable of a ``range`` loop
+    #: with constant bounds, while its body is lowered (for the bound-check analysis).
+    var_bounds: dict[str, int]
     frames: list[Frame]
     out: list[list[ir.Stmt]]
     arrays: dict[str, ArrayState]

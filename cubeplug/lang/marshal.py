@@ -137,26 +137,34 @@ def launcher_source(name: str, spec: Specialized, checked: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dispatcher_source(name: str, params: tuple[str, ...], spec: Specialized, checked: bool) -> str:
-    """Python source of a kernel's fast ``launch``: when the client and cube dim are those of the
-    previous launch and no comptime values are given, it splits the arguments and calls the client
-    directly (state ``cl__state[0] = (client, cube_dim, client_launch, kernel)``, read once so that
-    a concurrent update is seen whole); anything else goes to ``cl__slow``. ``params`` are the
-    positional parameter names; a missing one (the sentinel) or an extra one takes the slow path,
-    which reports it."""
-    prep, bufs, scal = _split(params, spec, checked)
+def dispatcher_source(name: str, params: tuple[str, ...], spec: Specialized, checked: bool,
+                      via_launcher: bool = False) -> str:
+    """Python source of a kernel's fast ``launch``: when the client, cube dim and comptime values
+    are those of the previous launch (state ``cl__state[0] = (client, cube_dim, client_launch,
+    kernel, comptime, launcher)``, read once so that a concurrent update is seen whole), it splits
+    the arguments and calls the client directly or, ``via_launcher`` (a kernel with comptime
+    parameters, whose specializations differ), calls the remembered launcher; anything else goes
+    to ``cl__slow``. ``params`` are the positional parameter names; a missing one (the sentinel) or
+    an extra one takes the slow path, which reports it."""
     sig = ", ".join(["cl__client", "cl__count", "cl__dim", *(f"{p}=cl__NO" for p in params),
                      "*cl__more", "**cl__comptime"])
     last = f" and {params[-1]} is not cl__NO" if params else ""
+    same = "cl__comptime == cl__s[4]" if via_launcher else "not cl__comptime"
     lines = [
         f"def {name}_launch({sig}):",
         "    cl__s = cl__state[0]",
-        f"    if cl__client is cl__s[0] and cl__dim == cl__s[1] and not cl__comptime and not cl__more{last}:",
-        *_guarded(prep, checked, "        ",
-                  _retry(f"{name}_launch(cl__client, cl__count, cl__dim, ", params, spec, checked)),
-        f"        cl__s[2](cl__s[3], cl__count, [{', '.join(bufs)}], [{', '.join(scal)}])",
-        "        return",
+        f"    if cl__client is cl__s[0] and cl__dim == cl__s[1] and {same} and not cl__more{last}:",
     ]
+    if via_launcher:
+        lines.append(f"        cl__s[5]({', '.join(['cl__count', *params])})")
+    else:
+        prep, bufs, scal = _split(params, spec, checked)
+        lines += [
+            *_guarded(prep, checked, "        ",
+                      _retry(f"{name}_launch(cl__client, cl__count, cl__dim, ", params, spec, checked)),
+            f"        cl__s[2](cl__s[3], cl__count, [{', '.join(bufs)}], [{', '.join(scal)}])",
+        ]
+    lines.append("        return")
     args = ", ".join(params)
     lines.append(f"    cl__slow(cl__client, cl__count, cl__dim, ({args}{',' if len(params) == 1 else ''}) "
                  f"+ cl__more, cl__comptime)")

@@ -4,6 +4,8 @@ lowered here from the per-axis ones. :func:`upper_bound` bounds an unsigned inde
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cubeplug.lang import infer, ir
 from cubeplug.lang.errors import Loc
 from cubeplug.lang.infer import Val
@@ -47,16 +49,21 @@ def position(name: str, loc: Loc, dims: tuple[int, int, int]) -> Val:
                mul(b("ABSOLUTE_POS_Z"), mul(width, height)))
 
 
-def upper_bound(e: ir.Expr, dims: tuple[int, int, int]) -> int | None:
-    """The largest value an unsigned index can take, when a simple analysis knows it."""
+def upper_bound(
+    e: ir.Expr, dims: tuple[int, int, int], bounds: Mapping[str, int] | None = None
+) -> int | None:
+    """The largest value an unsigned index can take, when a simple analysis knows it (``bounds``:
+    the largest values of some locals, such as a constant ``range`` loop's variable in its body)."""
     if e.ty.kind != "u":
         return None
     if isinstance(e, ir.Const):
         return int(e.value)
     if isinstance(e, ir.Builtin) and e.name.startswith("UNIT_POS_"):
         return dims[_AXES[e.name[-1]]] - 1
+    if isinstance(e, ir.Var) and e.kind == "local" and bounds:
+        return bounds.get(e.name)
     if isinstance(e, ir.BinOp) and e.op in ("+", "*", "//", "%", "&", ">>"):
-        a, b = upper_bound(e.a, dims), upper_bound(e.b, dims)
+        a, b = upper_bound(e.a, dims, bounds), upper_bound(e.b, dims, bounds)
         if e.op in ("%", "&") and isinstance(e.b, ir.Const):
             top = int(e.b.value) - 1 if e.op == "%" else int(e.b.value)
             return top if a is None else min(a, top)

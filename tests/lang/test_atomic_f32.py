@@ -1,5 +1,7 @@
-"""f32 atomics: ``atomic_add`` on ``Array[Atomic[f32]]`` (CUDA native, a CAS loop on the bits on
-OpenCL and WebGPU), loads and stores of such arrays, on every backend."""
+"""f32 atomics on ``Array[Atomic[f32]]``: ``atomic_add`` (CUDA native, a CAS loop on the bits on
+OpenCL and WebGPU), ``atomic_min``/``atomic_max`` (a CAS loop everywhere), ``atomic_exchange`` and
+``atomic_compare_exchange`` (of the bit patterns), loads and stores of such arrays, on every backend;
+with contention (every unit on one element)."""
 
 from __future__ import annotations
 
@@ -73,15 +75,7 @@ def test_loads_stores_and_sub(client: Any, checked: bool) -> None:
     assert got[64] == vals[64] * 2
 
 
-def test_f32_atomics_other_than_add_are_errors() -> None:
-    @cl.kernel
-    def bad_max(a: Array[Atomic[f32]]):
-        cl.atomic_max(a, 0, 1.0)
-
-    with pytest.raises(cl.KernelTypeError, match="atomic_add and atomic_sub") as info:
-        bad_max.ir(32)
-    assert "test_atomic_f32.py:" in str(info.value)
-
+def test_f32_atomic_type_errors() -> None:
     @cl.kernel
     def bad_type(a: Array[Atomic[cl.f64]]):
         pass
@@ -97,7 +91,104 @@ def test_generated_sources_reinterpret_bits(cpu: Any) -> None:
     c_src, _ = codegen_c.generate(spec.ir)
     wgsl, _ = codegen_wgsl.generate(spec.ir)
     assert "atomicAdd((float*)p, v)" in c_src and "atomic_cmpxchg" in c_src
+    assert "cl_atomic_add_f32(&counter[" in c_src
     assert "GLOBAL unsigned int* counter" in c_src
     assert "atomicCompareExchangeWeak" in wgsl and "bitcast<f32>(cl_old)" in wgsl
     buf = next(p for p in spec.kernel.params if p.name == "counter")
     assert (buf.dtype, buf.atomic) == ("u32", True)
+
+
+@cl.kernel
+def min_max_all(x: Array[f32], lo: Array[Atomic[f32]], hi: Array[Atomic[f32]], olds: Array[f32]):
+    """Every unit updates element 0 of ``lo`` and ``hi`` (contention) and its group's element."""
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        cl.atomic_min(lo, 0, x[i])
+        olds[i] = cl.atomic_max(hi, 0, x[i])
+        cl.atomic_min(lo, 1 + i % 7, x[i])
+        cl.atomic_max(hi, 1 + i % 7, x[i])
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_min_max_under_contention(client: Any, checked: bool) -> None:
+    n = 3000
+    xs = RNG.standard_normal(n).astype(np.float32)
+    x, olds = client.create(xs), client.create(np.zeros(n, np.float32))
+    lo = client.create(np.full(8, np.inf, np.float32))
+    hi = client.create(np.full(8, -np.inf, np.float32))
+    launch = min_max_all.launch if checked else min_max_all.launch_unchecked
+    launch(client, cubeplug.CubeCount(-(-n // 256)), 256, x, lo, hi, olds)
+    groups = np.arange(n) % 7
+    want_lo = [xs.min(), *(xs[groups == g].min() for g in range(7))]
+    want_hi = [xs.max(), *(xs[groups == g].max() for g in range(7))]
+    np.testing.assert_array_equal(client.to_numpy(lo, "f32"), np.float32(want_lo))
+    np.testing.assert_array_equal(client.to_numpy(hi, "f32"), np.float32(want_hi))
+    got = client.to_numpy(olds, "f32")
+    # Each old value is what the maximum was just before: -inf or another unit's value, never more
+    # than the final maximum; the unit that held the maximum saw a smaller old value.
+    assert np.all((got == -np.inf) | np.isin(got, xs)) and np.all(got <= xs.max())
+    assert got[np.argmax(xs)] < xs.max()
+
+
+@cl.kernel
+def exchange_chain(slot: Array[Atomic[f32]], x: Array[f32], olds: Array[f32]):
+    """Every unit swaps its value into slot 0: the olds and the final slot are a permutation of the
+    initial slot and the values."""
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        olds[i] = cl.atomic_exchange(slot, 0, x[i])
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_exchange_under_contention(client: Any, checked: bool) -> None:
+    n = 1000
+    xs = RNG.permutation(n).astype(np.float32) + 0.5
+    slot, x = client.create(np.float32([-1.0])), client.create(xs)
+    olds = client.create(np.zeros(n, np.float32))
+    (exchange_chain.launch if checked else exchange_chain.launch_unchecked)(
+        client, cubeplug.CubeCount(4), 256, slot, x, olds)
+    seen = np.concatenate([client.to_numpy(olds, "f32"), client.to_numpy(slot, "f32")])
+    np.testing.assert_array_equal(np.sort(seen), np.sort(np.concatenate([xs, [-1.0]])))
+
+
+@cl.kernel
+def cas_claim(slot: Array[Atomic[f32]], won: Array[u32], seen: Array[f32]):
+    """Every unit tries to replace 0.0 by its own id + 1: exactly one wins; the others see its value.
+    Then a second CAS (expected -0.0, whose bits differ from 0.0) must fail for everyone."""
+    i = cl.ABSOLUTE_POS
+    if i < len(won):
+        old = cl.atomic_compare_exchange(slot, 0, 0.0, f32(i) + 1.0)
+        won[i] = u32(1) if old == 0.0 else u32(0)
+        seen[i] = old
+        cl.atomic_compare_exchange(slot, 1, -0.0, 5.0)
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_compare_exchange_under_contention(client: Any, checked: bool) -> None:
+    n = 700
+    slot = client.create(np.float32([0.0, 0.0]))
+    won, seen = client.create(np.zeros(n, np.uint32)), client.create(np.zeros(n, np.float32))
+    launch = cas_claim.launch if checked else cas_claim.launch_unchecked
+    launch(client, cubeplug.CubeCount(3), 256, slot, won, seen)
+    w = client.to_numpy(won, "u32")
+    assert w.sum() == 1
+    winner = int(np.argmax(w))
+    final = client.to_numpy(slot, "f32")
+    assert final[0] == winner + 1
+    s = client.to_numpy(seen, "f32")
+    assert s[winner] == 0.0 and np.all(np.delete(s, winner) == winner + 1)
+    assert final[1] == 0.0  # -0.0 is not the bit pattern of 0.0: no exchange
+
+
+def test_f32_min_max_ignore_nan_values(client: Any) -> None:
+    @cl.kernel
+    def nan_min(a: Array[Atomic[f32]], x: Array[f32]):
+        i = cl.ABSOLUTE_POS
+        if i < len(x):
+            cl.atomic_min(a, 0, x[i])
+            cl.atomic_max(a, 1, x[i])
+
+    xs = np.float32([3.0, np.nan, -2.0, np.nan, 7.0])
+    a, x = client.create(np.float32([np.inf, -np.inf])), client.create(xs)
+    nan_min.launch(client, 1, 8, a, x)
+    np.testing.assert_array_equal(client.to_numpy(a, "f32"), np.float32([-2.0, 7.0]))

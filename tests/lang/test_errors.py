@@ -268,3 +268,75 @@ def bad_mix_fixed(y: Array[f32], n: u32):
 
 def test_errors_on_every_dtype_cast_are_clean() -> None:
     np.testing.assert_equal(cl.u32(3), np.uint32(3))
+
+
+def _sync_then_store(y: Array[f32]):
+    i = cl.ABSOLUTE_POS
+    cl.sync_cube()  # E-sync
+    if i < len(y):
+        y[i] = 1.0
+
+
+def test_c_source_carries_line_directives_to_the_users_lines() -> None:
+    spec = cl.kernel(_sync_then_store).specialize_for("c", None, 64, True, {})
+    lines = spec.source.splitlines()
+    barrier = next(n for n, text in enumerate(lines) if "SYNC_CUBE();" in text)
+    directive = max(n for n in range(barrier) if lines[n].startswith("#line "))
+    number, name = lines[directive].split(" ", 2)[1:]
+    assert name == f'"{__file__}"'
+    assert int(number) + (barrier - directive - 1) == line_of("E-sync")  # as the compiler counts
+    again = cl.kernel(_sync_then_store).specialize_for("c", None, 64, True, {})
+    assert again.source == spec.source  # deterministic: compile caches still hit
+
+
+def test_a_backend_compile_error_of_generated_c_reports_the_users_line(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The generated C is broken on purpose at the barrier (an undeclared function): the compiler
+    (PoCL here, NVRTC on the GPU machine) reports it through the #line directives at the Python line."""
+    from cubeplug.lang import codegen_c, ir
+
+    if "c" not in client.server.dialects:
+        pytest.skip(f"{client.backend} does not compile the c dialect")
+    real = codegen_c.CGen.stmt_memory
+
+    def broken(self: Any, s: Any) -> None:
+        if isinstance(s, ir.Barrier):
+            self.line("cl_no_such_function_16();", s.loc)
+        else:
+            real(self, s)
+
+    monkeypatch.setattr(codegen_c.CGen, "stmt_memory", broken)
+    kern = cl.kernel(_sync_then_store)
+    y = client.create(np.zeros(64, np.float32))
+    with pytest.raises(cl.KernelError) as info:
+        kern.launch(client, 1, 64, y)
+    assert info.value.loc.line == line_of("E-sync")
+    assert f"at {__file__}:{line_of('E-sync')}: " in str(info.value)  # found in the compiler's log
+    assert __file__ in info.value.__cause__.log  # which names the user's file: the #line directives
+    assert "cl_no_such_function_16" in str(info.value)
+
+
+@cl.kernel
+def _big_shared(x: Array[f32], N: Comptime[int]):
+    small = cl.shared(u32, 16)
+    tile = cl.shared(f32, N)  # E-shared
+    tile[cl.UNIT_POS] = x[cl.UNIT_POS]
+    small[0] = u32(1)
+    cl.sync_cube()
+    x[cl.UNIT_POS] = tile[0]
+
+
+def test_oversized_shared_memory_is_a_type_error_at_its_line(client: Any) -> None:
+    """Every backend says how much shared memory a cube may use; a kernel needing more is rejected
+    when specialized (PoCL would abort the process when building it)."""
+    limit = client.capabilities.max_shared_bytes
+    assert limit >= 16384
+    fits = limit // 4 - 16  # with the 64 bytes of `small`: exactly the limit
+    assert "tile" in _big_shared.source(client, 64, N=fits) or client.backend == "cpu"
+    x = client.create(np.ones(64, np.float32))
+    with pytest.raises(KernelTypeError) as info:
+        _big_shared.launch(client, 1, 64, x, N=fits + 1)
+    e = info.value
+    assert e.loc.line == line_of("E-shared") and e.construct == "shared"
+    assert f"{limit + 4} bytes" in str(e) and f"the {limit} bytes" in str(e)

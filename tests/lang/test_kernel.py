@@ -240,3 +240,46 @@ def test_fast_dispatcher_reports_bad_arguments(cpu: Any) -> None:
     with pytest.raises(cubeplug.ValidationError, match="Handle"):
         kern.launch(cpu, 1, 32, x, np.ones(3), 1.0)
     np.testing.assert_array_equal(cpu.to_numpy(y, "f32"), 2.0)
+
+
+def test_a_launch_method_bound_before_the_first_launch_takes_the_dispatcher(cpu: Any) -> None:
+    kern = cl.kernel(k.axpy.fn)
+    x, y = cpu.create(np.ones(10, np.float32)), cpu.create(np.zeros(10, np.float32))
+    go, go_unchecked = kern.launch, kern.launch_unchecked  # the class's methods, bound early
+    go(cpu, 1, 32, x, y, 1.0)
+    go_unchecked(cpu, 1, 32, x, y, 1.0)
+    assert "launch" in vars(kern) and "launch_unchecked" in vars(kern)
+
+    def dict_path(*args: Any) -> None:
+        raise AssertionError("took the dict path")
+
+    kern._dispatch = dict_path  # type: ignore[method-assign]
+    go(cpu, 1, 32, x, y, 1.0)  # same client and cube dim: the generated dispatcher
+    go_unchecked(cpu, 1, 32, x, y, 1.0)
+    np.testing.assert_array_equal(cpu.to_numpy(y, "f32"), 4.0)
+
+
+def test_comptime_kernels_take_the_dispatcher_for_repeated_values(cpu: Any) -> None:
+    kern = cl.kernel(k.scale_or_square.fn)
+    xs = np.arange(10, dtype=np.float32)
+    x, y = cpu.create(xs), cpu.create(np.zeros(10, np.float32))
+    kern.launch(cpu, 1, 32, x, y, SQUARE=False, FACTOR=2.0)
+    assert "launch" in vars(kern)
+    calls: list[dict[str, Any]] = []
+    slow = kern._dispatch
+
+    def counting(*args: Any) -> None:
+        calls.append(args[-1])
+        slow(*args)
+
+    kern._dispatch = counting  # type: ignore[method-assign]
+    kern.launch(cpu, 1, 32, x, y, SQUARE=False, FACTOR=2.0)  # the same values: the fast path
+    assert calls == []
+    np.testing.assert_array_equal(cpu.to_numpy(y, "f32"), xs * 2)
+    kern.launch(cpu, 1, 32, x, y, SQUARE=True, FACTOR=2.0)  # other values: the dict path
+    assert calls == [{"SQUARE": True, "FACTOR": 2.0}]
+    np.testing.assert_array_equal(cpu.to_numpy(y, "f32"), xs * xs)
+    kern.launch(cpu, 1, 32, x, y, SQUARE=True, FACTOR=2.0)  # remembered in turn
+    assert len(calls) == 1
+    with pytest.raises(cubeplug.ValidationError, match="takes 2 arguments"):
+        kern.launch(cpu, 1, 32, x, SQUARE=True, FACTOR=2.0)

@@ -85,6 +85,9 @@ def vectors(x: Array[Vec[f32, Literal[4]]], y: Array[cl.f32x4], n: Array[cl.i32x
         w.w = v.x + v.w
         y[i] = -w / 2.0
         n[i] = cl.i32x2(i32(i), 7) + 1
+        mask = (v < w) & (v != 0.0)
+        if any(mask) and not all(mask) and i >= len(y):  # typed, never taken
+            y[i] = cl.sqrt(v) if mask else cl.fma(v, w, 1.0)
 
 
 def run(client: cubeplug.ComputeClient) -> dict[str, np.ndarray]:

@@ -70,6 +70,9 @@ class CpuServer(ComputeServer):
             atomics=True,
             dynamic_count=True,
             offset_alignment=1,
+            # Host memory has no such limit; CUDA's static __shared__ limit (48 KiB), so that a
+            # kernel the CPU backend runs fits a CUDA GPU too.
+            max_shared_bytes=48 * 1024,
         )
         super().__init__(backend="cpu", storage=storage, config=config, **setup.server_args())
         self._pages = storage.pages

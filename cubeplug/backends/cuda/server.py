@@ -76,6 +76,7 @@ def describe_device(
         max_cube_dim=props.max_block_dim,
         max_cube_threads=props.max_threads_per_block,
         max_cube_count=props.max_grid_dim,
+        max_shared_bytes=props.shared_memory_per_block,  # the static __shared__ limit (48 KiB)
         properties={
             **props.as_dict(),
             "offset_alignment": OFFSET_ALIGNMENT,

@@ -113,6 +113,7 @@ def describe_device(ctx: DeviceContext, storage: OpenCLStorage, profiling: bool)
         max_cube_dim=(int(sizes[0]), int(sizes[1]), int(sizes[2])),
         max_cube_threads=int(limits["max_work_group_size"]),
         max_cube_count=MAX_CUBE_COUNT,
+        max_shared_bytes=int(limits["local_memory"]),  # CL_DEVICE_LOCAL_MEM_SIZE
         properties=properties,
     )
 

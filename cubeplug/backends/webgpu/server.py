@@ -111,6 +111,7 @@ def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:
         ),
         max_cube_threads=int(limits["max-compute-invocations-per-workgroup"]),
         max_cube_count=(max_groups, max_groups, max_groups),
+        max_shared_bytes=int(limits["max-compute-workgroup-storage-size"]),
         properties={
             "backend_type": api,
             "adapter_type": info_dict.get("adapter_type", ""),

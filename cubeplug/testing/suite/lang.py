@@ -8,14 +8,14 @@ The kernels live in this file so that ``@cl.kernel`` can capture their source.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
 
 from cubeplug import lang as cl
 from cubeplug.core.kernel import CubeCount
-from cubeplug.lang import Array, Atomic, Comptime, f32, i32, u32
+from cubeplug.lang import Array, Atomic, Comptime, Vec, f32, i32, u32
 from cubeplug.lang.compile import DIALECTS, pick_dialect
 from cubeplug.testing import gates
 
@@ -108,6 +108,29 @@ def lang_write_all(y: Array[f32], n: u32) -> None:
     i = cl.ABSOLUTE_POS
     if i < n:
         y[i] = f32(i)
+
+
+@cl.kernel
+def lang_f32_extremes(x: Array[f32], ext: Array[Atomic[f32]]) -> None:
+    """Every unit updates the same three f32 elements: min, max (compare-and-swap loops) and a count."""
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        cl.atomic_min(ext, 0, x[i])
+        cl.atomic_max(ext, 1, x[i])
+        cl.atomic_add(ext, 2, 1.0)
+
+
+@cl.kernel
+def lang_vec_select(
+    x: Array[Vec[f32, Literal[4]]], y: Array[Vec[f32, Literal[4]]], flags: Array[u32]
+) -> None:
+    """Per lane: sqrt(-v) where v < 0, else v * v + 1; a flag when any lane was negative."""
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        v = x[i]
+        m = v < 0.0
+        y[i] = cl.sqrt(-v) if m else cl.fma(v, v, 1.0)
+        flags[i] = u32(1) if any(m) else u32(0)
 
 
 # ------------------------------------------------------------------------------------------ gate
@@ -217,3 +240,23 @@ class TestLang:
         lang_write_all.launch(lang_client, CubeCount(-(-2 * m // 64)), 64, y, 2 * m)  # writes 2m of m
         np.testing.assert_array_equal(lang_client.to_numpy(y, "f32"), np.arange(m, dtype=np.float32))
         np.testing.assert_array_equal(lang_client.to_numpy(neighbour, "f32"), np.full(m, -1.0, np.float32))
+
+    def test_f32_atomics_under_contention(self, lang_client: Any) -> None:
+        gates.require(lang_client, "atomics")
+        n = 3000
+        xs = _rng(6).standard_normal(n).astype(np.float32)
+        x, ext = lang_client.create(xs), lang_client.create(np.array([np.inf, -np.inf, 0.0], np.float32))
+        lang_f32_extremes.launch(lang_client, CubeCount(-(-n // 256)), 256, x, ext)
+        want = np.array([xs.min(), xs.max(), n], np.float32)
+        np.testing.assert_array_equal(lang_client.to_numpy(ext, "f32"), want)
+
+    def test_vector_masks_and_math(self, lang_client: Any) -> None:
+        n = 300
+        xs = _rng(7).standard_normal((n, 4)).astype(np.float32)
+        xs[::3] = np.abs(xs[::3])  # rows without a negative lane
+        x, y = lang_client.create(xs), lang_client.create(np.zeros((n, 4), np.float32))
+        flags = lang_client.create(np.full(n, 9, np.uint32))
+        lang_vec_select.launch(lang_client, CubeCount(-(-n // 64)), 64, x, y, flags)
+        want = np.where(xs < 0, np.sqrt(np.abs(xs)), xs * xs + 1)
+        np.testing.assert_allclose(lang_client.to_numpy(y, "f32").reshape(n, 4), want, rtol=1e-6)
+        np.testing.assert_array_equal(lang_client.to_numpy(flags, "u32"), (xs < 0).any(axis=1))

@@ -48,6 +48,9 @@ class TemplateServer(ComputeServer):
             atomics=True,
             dynamic_count=True,
             offset_alignment=1,
+            # Bytes of cl.shared a cube may use (a device's local/workgroup memory; host memory
+            # has no limit: CUDA's static 48 KiB, as the cpu backend, keeps kernels portable).
+            max_shared_bytes=48 * 1024,
         )
         super().__init__(backend=NAME, storage=storage, config=config, **setup.server_args())
         self.queue = ImmediateQueue()
