@@ -24,7 +24,14 @@ from typing import Any
 from cubeplug.core.errors import CaptureError, ValidationError
 from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import CubeCount, ExecutionMode, Kernel
-from cubeplug.core.launcher import Launcher, as_count, check_arguments, check_buffers, unwrap_arrays
+from cubeplug.core.launcher import (
+    Launcher,
+    as_count,
+    check_arguments,
+    check_buffers,
+    check_dynamic,
+    unwrap_arrays,
+)
 from cubeplug.core.replay import COPY, FILL, LAUNCH, LAUNCH_UNCHECKED, Replay, Step
 
 __all__ = ["COPY", "FILL", "LAUNCH", "LAUNCH_UNCHECKED", "CaptureLauncher", "Graph", "own"]
@@ -203,6 +210,8 @@ class CaptureLauncher:
         with real.settings.lock:
             if checked:
                 check_buffers(real.server, kernel, bufs)
+                if count.handle is not None:
+                    check_dynamic(real.server, count.handle)
                 vals = tuple(kernel.check_scalars(scalars))
             else:
                 vals = tuple(scalars)

@@ -72,11 +72,7 @@ from cubeplug.plugin.staging import MIN_BLOCK, StagingPool, size_class
 
 __all__ = [
     "API_VERSION",
-    "COPY",
     "DTYPES",
-    "FILL",
-    "LAUNCH",
-    "LAUNCH_UNCHECKED",
     "MIN_BLOCK",
     "BackendSpec",
     "BackendUnavailableError",

@@ -638,7 +638,9 @@ def test_threads_allocating_without_the_lock_never_get_the_same_slice() -> None:
         assert errors == []
         assert client.memory_usage().number_allocs == 0  # every record came back
         assert len(general) < 4 * 3000 // 2, "most reservations took the lock-free path"
-        assert 0.9 * 4 * 3000 <= server.memory(0).reservations <= 4 * 3000  # races lose a few counts
+        # The count is kept without the lock (until_check): racing threads lose a few decrements, and a
+        # stale write after another thread's idle check adds a few (12132 of 12000 seen once in CI).
+        assert 0.9 * 4 * 3000 <= server.memory(0).reservations <= 1.1 * 4 * 3000
     finally:
         client.close()
 

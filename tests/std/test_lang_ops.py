@@ -248,7 +248,11 @@ def test_map_matches_numpy(client: Any, name: str) -> None:
         assert _close(client.to_numpy(std.map(client, saxpy, ha, hb, dtype=name), name), a * 2 + b, dt, 1)
         assert _close(client.to_numpy(std.map(client, neg, ha, dtype=name), name), (0 - a).astype(dt), dt, 1)
         got = client.to_numpy(std.map(client, fma3, ha, hb, ha, dtype=name, out_dtype="f32"), "f32")
-        assert np.allclose(got, (a * b + a).astype(np.float32), rtol=1e-2)
+        want = (a * b + a).astype(np.float32)
+        # A device may fuse a*b+a (one rounding, CUDA and Vulkan do) where numpy rounds the product
+        # first: near zero that differs by a rounding of the product, not of the result.
+        atol = 1e-2 * float(np.abs(a.astype(np.float32) * b).max(initial=0)) if dt.itemsize == 2 else 0
+        assert np.allclose(got, want, rtol=1e-2, atol=atol)
 
 
 def test_map_arrays_out_views_and_empty(client: Any) -> None:

@@ -32,10 +32,13 @@ OPS = ("sum", "prod", "min", "max")
 _REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cubeplug_peers(cubeplug_backend: Any, request: pytest.FixtureRequest) -> Iterator[list[Any]]:
     """Fresh clients of the backend: of devices 0, 1, 2 (at least two) where it has them, else
-    ``PEERS`` clients of one device."""
+    ``PEERS`` clients of one device; made once for the module's collective tests (each test leaves
+    them working: the error tests check it). Opening and closing devices for every test lost the
+    NVIDIA Vulkan adapter on the H200 after six rounds beside its OpenGL one ("Parent device is
+    lost" at the next request_device), which no test is about."""
     reason = lang_missing(cubeplug_backend.client())
     if reason is not None:  # the portable collectives reduce with a cubeplug.lang kernel
         pytest.skip(reason)
