@@ -100,18 +100,9 @@ def raw_side(client: Any, launches: int) -> tuple[str, Callable[[], None], Calla
         from cubeplug.bench.raw_webgpu import WgpuRaw
 
         wraw = WgpuRaw(client)  # its shader's workgroup is 64 units
-        device, pipeline, bg = wraw.device, wraw.pipeline, wraw.bind_group
 
         def encode() -> None:
-            enc = device.create_command_encoder()
-            p = enc.begin_compute_pass()
-            p.set_pipeline(pipeline)
-            p.set_bind_group(0, bg)
-            dispatch = p.dispatch_workgroups
-            for _ in range(launches):
-                dispatch(1)
-            p.end()
-            device.queue.submit([enc.finish()])
+            wraw.batch(launches)
 
         return f"{wraw.library}: {launches} dispatches in one encoder, one submit", encode, wraw.wait
     return None

@@ -28,15 +28,7 @@ device, pipeline, bg = raw.device, raw.pipeline, raw.bind_group
 
 
 def raw_encode() -> None:
-    enc = device.create_command_encoder()
-    p = enc.begin_compute_pass()
-    p.set_pipeline(pipeline)
-    p.set_bind_group(0, bg)
-    d = p.dispatch_workgroups
-    for _ in range(n):
-        d(1)
-    p.end()
-    device.queue.submit([enc.finish()])
+    raw.batch(n)
 
 
 run = g._native.tasks[0]  # type: ignore[union-attr]  # (RUN, pipeline, bind_group, block, groups)

@@ -66,22 +66,23 @@ class WgpuRaw(RawLibrary):
         """Block until the queue ran everything submitted (a 4-byte read back)."""
         self.device.queue.read_buffer(self.x, 0, 4)
 
+    def batch(self, k: int) -> None:
+        """``k`` dispatches of the tiny kernel in one pass of one encoder, one submit, state set
+        once: the API's floor for many small launches."""
+        device = self.device
+        enc = device.create_command_encoder()
+        p = enc.begin_compute_pass()
+        p.set_pipeline(self.pipeline)
+        p.set_bind_group(0, self.bind_group)
+        dispatch = p.dispatch_workgroups
+        for _ in range(k):
+            dispatch(1)
+        p.end()
+        device.queue.submit([enc.finish()])
+
     def launch(self, n: int, repeats: int) -> Figure:
         """``n`` dispatches in one pass of one encoder, one submit, state set once (the API's floor)."""
-        device, pipeline, bg = self.device, self.pipeline, self.bind_group
-
-        def calls(k: int) -> None:
-            enc = device.create_command_encoder()
-            p = enc.begin_compute_pass()
-            p.set_pipeline(pipeline)
-            p.set_bind_group(0, bg)
-            dispatch = p.dispatch_workgroups
-            for _ in range(k):
-                dispatch(1)
-            p.end()
-            device.queue.submit([enc.finish()])
-
-        return per_call(calls, n, repeats, self.wait)
+        return per_call(self.batch, n, repeats, self.wait)
 
     def alloc(self, n: int, repeats: int) -> Figure:
         """``create_buffer(1 MiB)`` and ``destroy``."""
