@@ -12,6 +12,7 @@ from __future__ import annotations
 from cubeplug.lang import ir
 from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
+from cubeplug.lang.fences import storage_fenced
 from cubeplug.lang.names import entry_name, unwrap
 from cubeplug.lang.types import DType
 
@@ -54,6 +55,8 @@ class WgslGen(Emitter):
     def __init__(self, k: ir.KernelIR) -> None:
         super().__init__(k)
         self.atomic = {a.name for a in k.arrays if a.atomic}
+        #: The barriers that must order storage memory too (the others: workgroup memory only).
+        self.storage_fenced = storage_fenced(k)
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
         k = self.k
@@ -113,7 +116,8 @@ class WgslGen(Emitter):
             other = f"{s.out} = {literal(0, s.ty)};" if s.out else ""
             self.guarded(s, text, other)
         else:
-            self.line("storageBarrier();", s.loc)
+            if id(s) in self.storage_fenced:  # a global write may come before it (fences.py)
+                self.line("storageBarrier();", s.loc)
             self.line("workgroupBarrier();", s.loc)
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:

@@ -1,0 +1,97 @@
+"""Which sync_cube() barriers order global memory too (lang/fences.py): only those a global write
+may precede get WGSL's storageBarrier; results stay right on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cubeplug import lang as cl
+from cubeplug.lang import Array, f32, ir, u32
+from cubeplug.lang.fences import storage_fenced
+
+
+@cl.kernel
+def shared_only(x: Array[f32], out: Array[f32]):
+    buf = cl.shared(f32, 64)
+    u = cl.UNIT_POS_X
+    buf[u] = x[cl.ABSOLUTE_POS_X]
+    cl.sync_cube()  # no global write before: workgroup memory only
+    s = u32(32)
+    while s > 0:
+        if u < s:
+            buf[u] += buf[u + s]
+        cl.sync_cube()
+        s = s >> 1
+    if u == 0:
+        out[cl.CUBE_POS_X] = buf[0]
+
+
+@cl.kernel
+def through_global(x: Array[f32], y: Array[f32]):
+    i = cl.ABSOLUTE_POS_X
+    y[i] = x[i] * 2.0
+    cl.sync_cube()  # each unit then reads its neighbour's global write
+    x[i] = y[(i + 1) % 64]
+
+
+@cl.kernel
+def written_later_in_a_loop(x: Array[f32], y: Array[f32]):
+    i = cl.UNIT_POS_X
+    for k in range(3):
+        cl.sync_cube()  # the previous iteration's write to y comes before it
+        y[i] = y[(i + 1) % 64] + x[i] + f32(k)
+
+
+@cl.kernel
+def written_in_a_branch(x: Array[f32], y: Array[f32]):
+    i = cl.UNIT_POS_X
+    if i == 0:
+        y[0] = 1.0
+    cl.sync_cube()
+    x[i] = y[0]
+
+
+def _fences(kernel: Any) -> list[bool]:
+    """Per barrier of the WGSL specialization, in order: whether it orders storage memory."""
+    k = kernel.specialize_for("wgsl", None, (64, 1, 1), True, {}).ir
+    fenced = storage_fenced(k)
+    found: list[bool] = []
+
+    def walk(block: ir.Block) -> None:
+        for s in block.stmts:
+            if isinstance(s, ir.Barrier):
+                found.append(id(s) in fenced)
+            elif isinstance(s, ir.If):
+                walk(s.then)
+                walk(s.orelse)
+            elif isinstance(s, (ir.RangeFor, ir.While)):
+                walk(s.body)
+
+    walk(k.body)
+    return found
+
+
+def test_only_barriers_after_a_global_write_order_storage() -> None:
+    assert _fences(shared_only) == [False, False]
+    assert _fences(through_global) == [True]
+    assert _fences(written_later_in_a_loop) == [True]
+    assert _fences(written_in_a_branch) == [True]
+
+
+def test_the_wgsl_source_says_so(client: Any) -> None:
+    if "wgsl" not in client.server.dialects:
+        return  # the C dialect's SYNC_CUBE is one barrier either way
+    assert "storageBarrier" not in shared_only.source(client, 64)
+    assert "storageBarrier" in through_global.source(client, 64)
+
+
+def test_results_through_global_memory(client: Any) -> None:
+    x = np.arange(64, dtype=np.float32)
+    hx, hy = client.create(x), client.create(np.zeros(64, np.float32))
+    through_global.launch(client, 1, 64, hx, hy)
+    np.testing.assert_array_equal(client.to_numpy(hx, "f32"), np.roll(x * 2, -1))
+    hs, out = client.create(x), client.create(np.zeros(1, np.float32))
+    shared_only.launch(client, 1, 64, hs, out)
+    assert client.to_numpy(out, "f32")[0] == x.sum()
