@@ -176,15 +176,18 @@ class ComputeClient:
                 capture = CaptureLauncher(current)
                 self._launcher = capture
             capture.graphs[ident] = graph
+        failed = True
         try:
             yield graph
+            failed = False
         finally:
             with self._lock:
                 capture.graphs.pop(ident, None)
                 if not capture.graphs and self._launcher is capture:
                     self._launcher = capture.real
-                # The server's native replay, if it has one (a closed client's stand-in raises).
-                graph.seal(self._server.new_replay)
+                # The server's native replay, if it has one (a closed client's stand-in raises);
+                # none for a block that raised, so that its error is the one the caller sees.
+                graph.seal(_no_replay if failed else self._server.new_replay)
 
     def capturing(self) -> Graph | None:
         """The graph the calling thread captures into (inside a ``capture()`` block), else None."""
@@ -470,8 +473,18 @@ class ComputeClient:
         after the work queued on ``src_stream`` here and before later work on ``dst_stream`` there
         (both default to the calling thread's streams, see :meth:`stream_id`). Device to device where
         the backend can (``ComputeServer.peer_copies_to``), else a read and a write through the host."""
+        if other is self and src_stream is None and dst_stream is None:
+            self.copy(src, dst)  # recorded inside a capture block, as a copy is
+            return
+        self._refuse_in_capture("a copy to another client")
         if other is self:
-            sid = self._sid() if src_stream is None else src_stream
+            if src_stream is not None and dst_stream is not None and src_stream != dst_stream:
+                raise ValidationError(
+                    f"copy_to within one client runs on one stream; src_stream={src_stream} and "
+                    f"dst_stream={dst_stream} differ (order the streams with client.sync, or copy)"
+                )
+            given = src_stream if src_stream is not None else dst_stream
+            sid = self._sid() if given is None else given
             with self._lock:
                 self._server.copy_into(src, dst, sid)
             return
@@ -576,6 +589,11 @@ class ComputeClient:
                 self._launcher.close(closed)
                 self.__dict__.pop("empty", None)  # the lock-free closure over the server's pools
                 server.close()
+
+
+def _no_replay(steps: Sequence[Any]) -> None:
+    """The native replay of a graph whose capture block raised: none (the recorded one serves)."""
+    return None
 
 
 class _ClosedServer:

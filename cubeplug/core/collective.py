@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 
 from cubeplug.core.errors import (
+    CaptureError,
     CollectiveAbortedError,
-    CollectiveError,
     CollectiveMismatchError,
     CollectiveUnavailableError,
+    CubeplugError,
     ValidationError,
     describe,
 )
@@ -133,6 +134,12 @@ def run(
     timeout: float | None = None,
 ) -> None:
     """One participant's call of collective ``kind`` (the client methods call this)."""
+    if client.capturing() is not None:
+        # The other ranks' reads and NCCL calls would run now, not at each replay.
+        raise CaptureError(
+            f"a {kind} inside a capture block: collectives run at once on every rank and cannot be "
+            f"replayed; call it between replays"
+        )
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not timeout > 0:
         raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -146,7 +153,7 @@ def run(
         impl = client.collectives  # NCCL missing raises here: the other ranks are told
         call, src_h, dst_h = prepare(client, impl, kind, src, dst, op, dtype, root, group.size, rank)
         stream = client.stream_id()
-    except (CollectiveError, ValidationError) as exc:
+    except CubeplugError as exc:  # told to every rank (any other exception is a bug: raised here)
         error = exc
         call, src_h, dst_h, stream = Call(kind, str(op), str(dtype), 0), None, None, -1
     member = Member(rank, client, call, src_h, dst_h, stream, error)  # type: ignore[arg-type]

@@ -217,6 +217,8 @@ class CaptureLauncher:
                 vals = tuple(scalars)
             real.plan(kernel, mode)
             compiled = real.compiled[kernel, mode]
+        if count.handle is not None:  # the graph holds the count's memory too
+            count = CubeCount.dynamic(own(count.handle))
         # The recorded replay relaunches with the caller's own scalars (Python numbers, which the
         # plans take inline; checked values are numpy scalars), a native one gets checked values.
         return (kind, kernel, count, [own(b) for b in bufs], list(scalars), compiled, vals)

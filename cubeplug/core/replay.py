@@ -81,6 +81,10 @@ def unique_handles(steps: Sequence[Step]) -> tuple[Handle, ...]:
     seen: dict[int, Handle] = {}
     for step in steps:
         for h in step.handles:
-            seen.setdefault(id(h), h)
+            # One per memory token: a graph holds an alias per recorded use, and ordering with
+            # other streams is kept per token (the slice), whatever the view.
+            seen.setdefault(id(h.token), h)
+        if step.count is not None and step.count.handle is not None:
+            seen.setdefault(id(step.count.handle.token), step.count.handle)
     return tuple(seen.values())
 

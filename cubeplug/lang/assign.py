@@ -138,9 +138,14 @@ def assign_name(lw: Lowering, name: str, v: Val, loc: Loc, ann: DType | None) ->
                                   loc, name, kernel=lw.name)
         ir_name = lw.declare(name + frame.suffix, e.ty, loc)
         frame.env[name] = ir.Var(ir_name, e.ty, loc)
-    if frame.counts.get(name, 0) == 1 and e.ty.kind == "u" and not e.ty.is_vector:
-        # Assigned only here (before, it holds 0): never above this value's bound, which lets the
-        # bound-check analysis drop checks such as tile[ty * T + tx] with ty = UNIT_POS_Y.
+    if is_local:
+        # A local assigned again: an unrolled copy of its one assignment, or a @cl.func parameter
+        # (which holds the argument first). Its earlier bound no longer holds: later uses check.
+        lw.var_bounds.pop(ir_name, None)
+    elif frame.counts.get(name, 0) == 1 and e.ty.kind == "u" and not e.ty.is_vector:
+        # Declared and assigned only here (before, it holds 0): never above this value's bound,
+        # which lets the bound-check analysis drop checks such as tile[ty * T + tx] with
+        # ty = UNIT_POS_Y.
         top = upper_bound(e, lw.cube_dim, lw.var_bounds)
         if top is not None:
             lw.var_bounds[ir_name] = top

@@ -31,8 +31,13 @@ LANES = 1 << 16
 #: The same for kernels without barriers and shared memory.
 FLAT_LANES = 1 << 20
 _ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
-#: f32: a NaN value never replaces the element, as in the dialects' compare-and-swap loops.
-_F32_ATOMIC_UFUNC = {**_ATOMIC_UFUNC, "min": np.fmin, "max": np.fmax}
+#: f32 min and max as the dialects' compare-and-swap loops do them: the value replaces the element
+#: only when it compares less (greater), so a NaN value never replaces the element and a NaN
+#: element is never replaced (fmin/fmax would replace it). Element by element (no ufunc.at).
+_F32_MIN_MAX = {
+    "min": lambda old, v: v if v < old else old,
+    "max": lambda old, v: v if v > old else old,
+}
 Mask = np.ndarray | None
 
 
@@ -240,8 +245,10 @@ class _Run:
         arr, addr, ok = self.address(s.array, self.eval(s.index), s.guard)
         sel = ok if m is None else m & ok
         args = [_own(self.full(self.eval(a))) for a in s.args]
-        ufuncs = _F32_ATOMIC_UFUNC if s.ty.is_float else _ATOMIC_UFUNC
-        if s.out is None and s.op in ufuncs:
+        ufuncs: dict[str, Any] = _ATOMIC_UFUNC
+        if s.ty.is_float and s.op in _F32_MIN_MAX:
+            ufuncs = {**_ATOMIC_UFUNC, **_F32_MIN_MAX}
+        elif s.out is None and s.op in ufuncs:
             ufuncs[s.op].at(arr, addr[sel], args[0][sel])
             return
         out = np.array(self.full(self.env[s.out])) if s.out else np.zeros(self.n, s.ty.np)

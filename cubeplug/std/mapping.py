@@ -70,18 +70,33 @@ def _handle(value: Any, what: str) -> tuple[Handle, int | None]:
     raise ValidationError(f"map: {what} must be a cubeplug Handle or Array, got {type(value).__name__}")
 
 
-def map(client: Any, func: Any, *inputs: Any, out: Any = None, dtype: Any = "f32",
+def map(client: Any, func: Any, *inputs: Any, out: Any = None, dtype: Any = None,
         out_dtype: Any = None) -> Any:
     """``out[i] = func(inputs[0][i], ...)`` for every element, ``func`` a ``@cl.func`` of 1 to 3
     arguments. Inputs are Handles or contiguous Arrays of ``dtype`` with the same element count;
-    the result (of ``out_dtype``, by default ``dtype``) goes into ``out`` or into a new Handle
-    (a new Array of the first input's shape when the first input is an Array), which is returned."""
+    ``dtype`` defaults to the Arrays' own dtype (f32 for Handles alone), and an Array of another
+    dtype is refused. The result (of ``out_dtype``, by default ``dtype``, or an ``out`` Array's)
+    goes into ``out`` or into a new Handle (a new Array of the first input's shape when the first
+    input is an Array), which is returned."""
     if not isinstance(func, cl.LangFunc):
         raise ValidationError(f"map applies a @cl.func, got {type(func).__name__}; decorate it with @cl.func")
     if not 1 <= len(inputs) <= 3:
         raise ValidationError(f"map takes 1 to 3 inputs, got {len(inputs)}")
-    name = element_type(client, dtype, "map")
+    given = [v.dtype for v in inputs if isinstance(v, DeviceArray)]
+    name = element_type(client, dtype if dtype is not None else (given[0] if given else "f32"), "map")
+    for k, value in enumerate(inputs):
+        if isinstance(value, DeviceArray) and str(value.dtype) != str(DTYPES[name]):
+            raise ValidationError(
+                f"map: input {k} is an Array of {value.dtype}, the map's dtype is {name}; pass "
+                f"inputs of one dtype (or dtype= that matches them)"
+            )
+    if out_dtype is None and isinstance(out, DeviceArray):
+        out_dtype = out.dtype
     out_name = name if out_dtype is None else element_type(client, out_dtype, "map (out_dtype)")
+    if isinstance(out, DeviceArray) and str(out.dtype) != str(DTYPES[out_name]):
+        raise ValidationError(
+            f"map: out is an Array of {out.dtype}, not {out_name}; pass out_dtype= that matches"
+        )
     size = DTYPES[name].itemsize
     handles = []
     counts = set()

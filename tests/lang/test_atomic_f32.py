@@ -192,3 +192,19 @@ def test_f32_min_max_ignore_nan_values(client: Any) -> None:
     a, x = client.create(np.float32([np.inf, -np.inf])), client.create(xs)
     nan_min.launch(client, 1, 8, a, x)
     np.testing.assert_array_equal(client.to_numpy(a, "f32"), np.float32([-2.0, 7.0]))
+
+
+def test_f32_min_max_never_replace_a_nan_element(client: Any) -> None:
+    """The compare-and-swap loops replace only when the value compares less (greater): an element
+    that holds NaN stays NaN on every backend, the interpreter included."""
+
+    @cl.kernel
+    def on_nan(a: Array[Atomic[f32]], x: Array[f32]):
+        i = cl.ABSOLUTE_POS
+        if i < len(x):
+            cl.atomic_min(a, 0, x[i])
+            cl.atomic_max(a, 1, x[i])
+
+    a, x = client.create(np.float32([np.nan, np.nan])), client.create(np.float32([3.0, -2.0, 7.0]))
+    on_nan.launch(client, 1, 8, a, x)
+    assert np.isnan(client.to_numpy(a, "f32")).all()

@@ -70,3 +70,36 @@ def test_checked_results(client: Any) -> None:
     want = np.zeros(8, np.float32)
     want[0] = xs[0] + xs[7]  # spare[0] + spare[7]; the out-of-bounds writes to spare dropped
     np.testing.assert_array_equal(client.to_numpy(y, "f32"), want)
+
+
+@cl.func
+def _put(sh: Any, i: Any, flag: Any) -> None:
+    if flag:
+        i = cl.UNIT_POS_X  # the parameter held the argument before: no bound from this assignment
+    sh[i] = 1.0
+
+
+@cl.kernel
+def param_reassigned(y: Array[f32]):
+    sh = cl.shared(f32, 64)
+    _put(sh, cl.ABSOLUTE_POS, cl.CUBE_POS_X == 0)
+    cl.sync_cube()
+    y[cl.UNIT_POS_X] = sh[cl.UNIT_POS_X]
+
+
+@cl.kernel
+def unrolled_twice(y: Array[f32]):
+    sh = cl.shared(f32, 64)
+    for k in cl.unroll(range(2)):
+        j = cl.UNIT_POS_X * (k + 1)  # one assignment in the source, two in the kernel
+        sh[j] = 2.0
+    cl.sync_cube()
+    y[cl.UNIT_POS_X] = sh[cl.UNIT_POS_X]
+
+
+def test_a_reassigned_local_keeps_its_checks() -> None:
+    for kernel in (param_reassigned, unrolled_twice):
+        k = kernel.specialize_for("python", None, (64, 1, 1), True, {}).ir
+        found = _accesses(k.body, [])
+        stores = [checked for kind, array, checked in found if kind == "Store" and array == "sh"]
+        assert stores and stores[-1], f"{kernel.__name__}: the last store to sh must stay checked: {stores}"

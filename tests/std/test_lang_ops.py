@@ -278,3 +278,14 @@ def test_map_errors(client: Any) -> None:
         std.map(client, saxpy, h, client.create(np.ones(4, np.float32)))
     with pytest.raises(ValidationError, match="needs"):
         std.map(client, neg, h, out=client.empty(4))
+
+
+def test_map_takes_the_dtype_of_its_arrays(client: Any) -> None:
+    """Arrays carry their dtype: map reads them as such, and refuses a dtype that disagrees."""
+    if "i32" not in client.capabilities.dtypes:
+        pytest.skip("backend lacks i32")
+    a = client.asarray(np.arange(6, dtype=np.int32))
+    got = std.map(client, neg, a)
+    np.testing.assert_array_equal(client.to_numpy(got.handle, "i32"), -np.arange(6, dtype=np.int32))
+    with pytest.raises(ValidationError, match="Array of int32"):
+        std.map(client, neg, a, dtype="f32")

@@ -111,8 +111,8 @@ class NcclCollectives(Collectives):
         itemsize = int(DTYPES[call.dtype].itemsize)
         with server.multistream.resolve(stream_id, bindings) as res:
             stream = res.stream.ptr
-            recv = server._ptr(dst)
-            send = recv if src is None else server._ptr(src)
+            recv = server.device_pointer(dst)
+            send = recv if src is None else server.device_pointer(src)
             count = dst.size // itemsize
             if call.kind == "all_reduce":
                 comm.allReduce(send, recv, count, dtype, getattr(nccl, NCCL_OPS[call.op]), stream)

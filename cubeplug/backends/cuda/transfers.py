@@ -100,6 +100,10 @@ class CudaTransfers(ComputeServer):
         #: The stream of the completer thread's downloads (made by the first large read).
         self._downloads: CudaStream | None = None
 
+    def device_pointer(self, handle: Handle) -> int:
+        """The device address of a handle's first byte (for the backend's NCCL calls)."""
+        return self._ptr(handle)
+
     def _ptr(self, handle: Handle) -> int:
         """The device address of a handle's first byte."""
         region = handle.memory().storage
@@ -543,7 +547,8 @@ class CudaTransfers(ComputeServer):
         """``src`` into ``dst`` of another CUDA server: ``other``'s stream waits on an event of this
         server's stream, then copies (a device copy on one device; ``memcpyPeerAsync`` where peer
         access is possible, NVLink or PCIe P2P; else down into a pinned block on this side and up on
-        the other, never through pageable memory). ``src`` is held until the copy completed."""
+        the other, never through pageable memory). ``src`` is held until the copy completed, and this
+        server's stream waits for it before its later work."""
         assert isinstance(other, CudaTransfers)
         n = src.size
         self.guard()
@@ -554,6 +559,7 @@ class CudaTransfers(ComputeServer):
             if block is not None:
                 self._memcpy(block.ptr, s, n, D2H, res.stream.ptr)
             ready = self.streams.flush(res.stream)
+            source_stream = res.stream
         other.guard()
         try:
             d = other._ptr(dst)
@@ -568,6 +574,9 @@ class CudaTransfers(ComputeServer):
                 done = other.streams.flush(ores.stream)
         finally:
             self.guard()
+        # This side's later work (a write to ``src``, in place collectives included) must wait for
+        # the other side's read: the copy runs on the other server's stream.
+        self.streams.wait_event(source_stream, done)
         if block is not None:
             self.pinned.give(block, done)
         self.multistream.gc.register(done, src.memory())

@@ -129,10 +129,13 @@ class TestCapture:
         n = 48
         x = c.create(np.full(n, 10, np.int32))
         y = c.create(np.zeros(n, np.int32))
+        dynamic = c.capabilities.has("dynamic_count")
+        count = c.create(np.array([kernels.cubes(n), 1, 1], np.uint32))
         with c.capture() as graph:
-            c.launch(k, kernels.cubes(n), [x], [n])
+            c.launch(k, CubeCount.dynamic(count) if dynamic else kernels.cubes(n), [x], [n])
             c.copy(x, y)
-        x.drop()  # the user's handle only: the graph holds the memory through its own
+        x.drop()  # the user's handles only: the graph holds the memory through its own
+        count.drop()
         decoys = [c.create(np.full(n, -1, np.int32)) for _ in range(4)]  # would take freed memory
         graph.replay(3)
         np.testing.assert_array_equal(c.to_numpy(y, "i32"), np.full(n, 13))

@@ -18,6 +18,7 @@ import pytest
 import cubeplug.collectives  # noqa: F401 - installs the portable collectives for clients built here
 from cubeplug.core.errors import (
     BackendUnavailableError,
+    CaptureError,
     CollectiveAbortedError,
     CollectiveMismatchError,
     CollectiveTimeoutError,
@@ -230,6 +231,18 @@ class TestCollectives:
 
 class TestCollectiveErrors:
     """Each misuse raises its own error in every participant, and the clients keep working."""
+
+    def test_inside_a_capture_block(self, cubeplug_peers: list[Any]) -> None:
+        a, b = cubeplug_peers[:2]
+        x = a.asarray(np.ones(8, np.float32))
+        y = b.create(np.zeros(32, np.uint8))
+        with a.capture() as graph:
+            with pytest.raises(CaptureError, match="all_reduce"):  # would run now, not at replays
+                a.all_reduce(x, x, devices=cubeplug_peers)
+            with pytest.raises(CaptureError, match="copy to another client"):
+                a.copy_to(x.handle, b, y)
+        assert len(graph) == 0
+        self.still_work(cubeplug_peers)
 
     @staticmethod
     def still_work(peers: list[Any]) -> None:
