@@ -588,7 +588,10 @@ class ComputeClient:
                 self._server = closed  # type: ignore[assignment]
                 self._launcher.close(closed)
                 self.__dict__.pop("empty", None)  # the lock-free closure over the server's pools
-                server.close()
+                try:
+                    collective.forget(int(server.id))  # its groups' communicators, before the device
+                finally:
+                    server.close()
 
 
 def _no_replay(steps: Sequence[Any]) -> None:

@@ -232,6 +232,11 @@ def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
     return group, keys.index(mine)
 
 
+def forget(server_id: int) -> None:
+    """Release the groups (and their communicators) of a client that closed (its server's id)."""
+    RENDEZVOUS.forget(server_id)
+
+
 def _identity(client: Any) -> int:
     """A client's key in a group: its server's id (never reused, unlike ``id()``, so a group
     keyed by clients that are gone never answers for new ones)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +94,16 @@ class Group:
         self.round = Round(size)
         self.lock = threading.Lock()
         self.state: dict[str, Any] = {}
+        #: What releases ``state`` (an implementation's communicators): called once by :meth:`close`.
+        self.closers: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        """Release what the implementations made for this device set (a member's client closed)."""
+        with self.lock:
+            closers, self.closers = self.closers, []
+            self.state.clear()
+        for close in closers:
+            close()
 
     def rank_name(self, rank: int) -> str:
         return f"rank {rank} ({self.names[rank]})"
@@ -228,6 +238,17 @@ class Rendezvous:
             if found is None:
                 found = self._groups[key] = Group(key, len(names), names)
             return found
+
+    def forget(self, identity: int) -> None:
+        """Drop and close every group of clients that ``identity`` (a closed client's server id)
+        belonged to: such a group can never meet again (ids are not reused), and its NCCL
+        communicators hold device memory. Groups keyed by device indices are kept: a new client of
+        the same devices uses them."""
+        with self._lock:
+            keys = [k for k in self._groups if k[1] == "clients" and identity in k[2:]]
+            gone = [self._groups.pop(k) for k in keys]
+        for group in gone:
+            group.close()
 
 
 RENDEZVOUS = Rendezvous()

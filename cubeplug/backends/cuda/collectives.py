@@ -93,8 +93,14 @@ class NcclCollectives(Collectives):
         with group.lock:
             comms: list[Any] | None = group.state.get("nccl")
             if comms is None:
-                comms = list(self._nccl.NcclCommunicator.initAll(devices))
-                group.state["nccl"] = comms
+                made = list(self._nccl.NcclCommunicator.initAll(devices))
+                group.state["nccl"] = comms = made
+
+                def destroy(comms: list[Any] = made) -> None:  # when a member of the set closes
+                    for comm in comms:
+                        comm.destroy()
+
+                group.closers.append(destroy)
             return comms
 
     # ------------------------------------------------------------------ the NCCL calls

@@ -74,9 +74,15 @@ class World:
 
 class NcclCommunicator:
     worlds: list[World] = []
+    all: list[NcclCommunicator] = []
 
     def __init__(self, world: World, rank: int) -> None:
         self.world, self.rank = world, rank
+        self.destroyed = False
+        NcclCommunicator.all.append(self)
+
+    def destroy(self) -> None:
+        self.destroyed = True
 
     @staticmethod
     def initAll(devices: list[int]) -> list[NcclCommunicator]:
@@ -110,6 +116,7 @@ def install(monkeypatch: Any) -> types.ModuleType:
     nccl.groupStart = lambda: None  # type: ignore[attr-defined]
     nccl.groupEnd = lambda: None  # type: ignore[attr-defined]
     NcclCommunicator.worlds = []
+    NcclCommunicator.all = []
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
     monkeypatch.setattr(sys.modules["cupy.cuda"], "nccl", nccl, raising=False)
     return nccl

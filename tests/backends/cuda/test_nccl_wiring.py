@@ -77,3 +77,16 @@ def test_nccl_missing(mode: str, make_client: Callable[..., Any], monkeypatch: p
     assert isinstance(errors[0], CollectiveUnavailableError), errors[0]
     assert "pip install nvidia-nccl-cu12" in str(errors[0]) and "collectives = \"portable\"" in str(errors[0])
     assert isinstance(errors[1], CollectiveUnavailableError | CollectiveAbortedError), errors[1]
+
+
+def test_closing_a_member_releases_its_communicators(pair: list[Any]) -> None:
+    made = fake_nccl.NcclCommunicator.all
+    srcs = [c.asarray(np.ones(8, np.float32)) for c in pair]
+    start = len(made)
+    ok(together(pair, lambda r, c: c.all_reduce(srcs[r], srcs[r], devices=pair)))
+    by_clients = made[start:]
+    ok(together(pair, lambda r, c: c.all_reduce(srcs[r], srcs[r], devices=[0, 1])))  # by index
+    by_index = made[start + len(by_clients) :]  # (none when an earlier test made that group)
+    pair[0].close()
+    assert by_clients and all(c.destroyed for c in by_clients)  # that group can never meet again
+    assert not any(c.destroyed for c in by_index)  # kept: new clients of devices 0 and 1 use it
