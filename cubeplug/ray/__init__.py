@@ -41,6 +41,7 @@ from cubeplug.core.errors import (
     CollectiveError,
     CollectiveMismatchError,
     CollectiveTimeoutError,
+    CubeplugError,
     ValidationError,
 )
 from cubeplug.core.kernel import DTYPES
@@ -94,23 +95,26 @@ class RayGroup(ProcessGroup):
     def collective(
         self, client: Any, kind: str, src: Any, dst: Any, *, op: str, dtype: Any, root: int, timeout: float
     ) -> None:
-        impl: Collectives = client.collectives
-        nccl = hasattr(impl, "communicator")
+        impl: Collectives | None = None
+        nccl = False
         error: BaseException | None = None
         facts: Any = None
         data: bytes | None = None
         try:
+            impl = client.collectives  # NCCL missing raises here: the other actors are told
+            nccl = hasattr(impl, "communicator")
             call, src_h, dst_h = prepare(client, impl, kind, src, dst, op, dtype, root, self.world, self.rank)
             itemsize = int(DTYPES[call.dtype].itemsize)
             counts = (0 if src_h is None else src_h.size // itemsize, dst_h.size // itemsize)
             facts = (call, counts)
             if not nccl and src_h is not None and (kind != "broadcast" or self.rank == call.root):
                 data = client.read_one(src_h)  # after the work queued before the collective
-        except (CollectiveError, ValidationError) as exc:
+        except CubeplugError as exc:  # told to every actor (a read's LaunchError too)
             error = exc
         every = self._exchange((facts, repr(error) if error else None, data), timeout)
         if error is not None:
             raise error
+        assert impl is not None
         self._check([e[0] for e in every], [e[1] for e in every])
         if nccl:
             comm = self._communicator(impl, timeout)
