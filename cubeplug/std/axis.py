@@ -20,7 +20,7 @@ from cubeplug.core.kernel import CubeCount, dtype_of
 from cubeplug.lang import Array, Comptime, Tensor
 from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, combine, element_type, identity, lang_type, op_code
-from cubeplug.std.reduction import CUBE, LOG_CUBE
+from cubeplug.std.reduction import CUBE, cube_tree
 
 
 @cl.kernel
@@ -39,13 +39,7 @@ def axis_pass(
         for j in range(u, t.shape[1], CUBE):
             acc = combine(OP, T, acc, t[r, j])
         buf[u] = acc
-        cl.sync_cube()
-        for k in cl.unroll(range(LOG_CUBE)):
-            # (CUBE >> (k + 1)) written out: a local assigned here would be a runtime i32 (the
-            # loop over lines makes it one), not the comptime int that compares with u32.
-            if u < (CUBE >> (k + 1)):
-                buf[u] = combine(OP, T, buf[u], buf[u + (CUBE >> (k + 1))])
-            cl.sync_cube()
+        cube_tree(OP, T, buf)
         if u == 0:
             out[r] = buf[0]
         cl.sync_cube()

@@ -44,6 +44,21 @@ LOG_CUBE = 8
 
 
 @cl.func
+def cube_tree(op: int, T: cl.DType, buf: Array[Any]) -> None:
+    """Fold ``buf`` (shared, CUBE long, one value per unit, written by every unit before the call)
+    into ``buf[0]`` with a tree of LOG_CUBE halvings; every unit of the cube calls it (it syncs).
+    The reductions, the reductions along an axis and the scan's block totals all end with it."""
+    u = cl.UNIT_POS_X
+    cl.sync_cube()  # every unit's value is in buf
+    for k in cl.unroll(range(LOG_CUBE)):
+        # (CUBE >> (k + 1)) written out: a local assigned here would be a runtime i32 when a
+        # caller's runtime loop holds the call (axis.py), not the comptime int that compares with u32.
+        if u < (CUBE >> (k + 1)):
+            buf[u] = combine(op, T, buf[u], buf[u + (CUBE >> (k + 1))])
+        cl.sync_cube()
+
+
+@cl.func
 def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any], ilp: int) -> None:
     """Fold ``x[ABSOLUTE_POS_X::stride][:n]`` into ``buf[0]`` for the cube (``buf`` shared, CUBE long).
 
@@ -71,13 +86,7 @@ def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any], il
         acc = combine(op, T, acc, x[i])
         i += stride
     buf[cl.UNIT_POS_X] = acc
-    cl.sync_cube()
-    for k in cl.unroll(range(LOG_CUBE)):
-        half = CUBE >> (k + 1)
-        u = cl.UNIT_POS_X
-        if u < half:
-            buf[u] = combine(op, T, buf[u], buf[u + half])
-        cl.sync_cube()
+    cube_tree(op, T, buf)
 
 
 @cl.kernel

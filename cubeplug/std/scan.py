@@ -28,7 +28,7 @@ from cubeplug.core.kernel import DTYPES, CubeCount
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
 from cubeplug.std.combine import combine, element_type, identity, lang_type, op_code
-from cubeplug.std.reduction import CUBE, LOG_CUBE
+from cubeplug.std.reduction import CUBE, LOG_CUBE, cube_tree
 
 #: Consecutive elements each unit scans (a block is CUBE * PER_UNIT elements).
 PER_UNIT = 8
@@ -52,11 +52,7 @@ def block_totals(
             if i < n:
                 acc = combine(OP, T, acc, x[i])
         buf[u] = acc
-        cl.sync_cube()
-        for k in cl.unroll(range(LOG_CUBE)):
-            if u < (CUBE >> (k + 1)):
-                buf[u] = combine(OP, T, buf[u], buf[u + (CUBE >> (k + 1))])
-            cl.sync_cube()
+        cube_tree(OP, T, buf)
         if u == 0:
             sums[blk] = buf[0]
 
