@@ -8,24 +8,9 @@ from typing import Any
 import numpy as np
 
 from cubeplug import lang as cl
-from cubeplug.lang import Array, codegen_wgsl, f32, ir, u32
+from cubeplug.lang import Array, codegen_wgsl, f32, ir
 from cubeplug.lang.fences import storage_fenced
-
-
-@cl.kernel
-def shared_only(x: Array[f32], out: Array[f32]):
-    buf = cl.shared(f32, 64)
-    u = cl.UNIT_POS_X
-    buf[u] = x[cl.ABSOLUTE_POS_X]
-    cl.sync_cube()  # no global write before: workgroup memory only
-    s = u32(32)
-    while s > 0:
-        if u < s:
-            buf[u] += buf[u + s]
-        cl.sync_cube()
-        s = s >> 1
-    if u == 0:
-        out[cl.CUBE_POS_X] = buf[0]
+from cubeplug.testing.suite.lang import lang_block_sum as shared_only  # loads x, writes out last
 
 
 @cl.kernel
@@ -61,9 +46,13 @@ def written_in_a_branch(x: Array[f32], y: Array[f32]):
     x[i] = y[0]
 
 
+def _comptime(kernel: Any) -> dict[str, Any]:
+    return {"BLOCK": 64} if kernel is shared_only else {}
+
+
 def _fences(kernel: Any) -> list[bool]:
     """Per barrier of the WGSL specialization, in order: whether it orders storage memory."""
-    k = kernel.specialize_for("wgsl", None, (64, 1, 1), True, {}).ir
+    k = kernel.specialize_for("wgsl", None, (64, 1, 1), True, _comptime(kernel)).ir
     fenced = storage_fenced(k)
     found: list[bool] = []
 
@@ -91,7 +80,8 @@ def test_only_barriers_after_an_access_to_a_written_global_order_storage() -> No
 
 def test_the_wgsl_source_says_so() -> None:
     def wgsl(kernel: Any) -> str:
-        return codegen_wgsl.generate(kernel.specialize_for("wgsl", None, (64, 1, 1), True, {}).ir)[0]
+        spec = kernel.specialize_for("wgsl", None, (64, 1, 1), True, _comptime(kernel))
+        return codegen_wgsl.generate(spec.ir)[0]
 
     assert "storageBarrier" not in wgsl(shared_only)
     assert wgsl(through_global).count("storageBarrier") == 1
@@ -103,5 +93,5 @@ def test_results_through_global_memory(client: Any) -> None:
     through_global.launch(client, 1, 64, hx, hy)
     np.testing.assert_array_equal(client.to_numpy(hx, "f32"), np.roll(x * 2, -1))
     hs, out = client.create(x), client.create(np.zeros(1, np.float32))
-    shared_only.launch(client, 1, 64, hs, out)
+    shared_only.launch(client, 1, 64, hs, out, BLOCK=64)
     assert client.to_numpy(out, "f32")[0] == x.sum()
