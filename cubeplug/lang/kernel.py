@@ -42,7 +42,11 @@ def _launcher_key(client: Any, cube_dim: Any, comptime: dict[str, Any]) -> tuple
     hashable) and the comptime values, if any."""
     if isinstance(cube_dim, list):
         cube_dim = tuple(cube_dim)
-    return (id(client), cube_dim, tuple(comptime.items())) if comptime else (id(client), cube_dim)
+    if not comptime:
+        return (id(client), cube_dim)
+    # The value's type is part of the key: 1, 1.0 and True are equal (and hash alike) in Python
+    # but are checked against their Comptime annotations, and may type a local differently.
+    return (id(client), cube_dim, tuple((k, type(v), v) for k, v in comptime.items()))
 
 
 _MISSING = object()  # a positional argument the caller left out
@@ -189,7 +193,7 @@ class LangKernel:
         memory a cube (None: unchecked)."""
         dims = _dims(cube_dim)
         key = (dialect, dtypes, shared_limit, dims, checked,
-               tuple(sorted(comptime.items(), key=lambda kv: kv[0])))
+               tuple(sorted((k, type(v), v) for k, v in comptime.items())))
         spec = self._specs.get(key)
         if spec is None:
             with self._lock:

@@ -78,7 +78,7 @@ def _bind_comptime(lw: Lowering, fn: ast.FunctionDef) -> list[ast.arg]:
                 f"comptime parameter {arg.arg!r} needs a value: pass {arg.arg}=... at launch",
                 lw.loc(arg), arg.arg, kernel=lw.name,
             )
-        lw.frame.env[arg.arg] = lw.comptime[arg.arg]
+        lw.frame.env[arg.arg] = _comptime_value(lw, arg, ann, lw.comptime[arg.arg])
         bound.add(arg.arg)
     unknown = set(lw.comptime) - bound
     if unknown:
@@ -87,6 +87,26 @@ def _bind_comptime(lw: Lowering, fn: ast.FunctionDef) -> list[ast.arg]:
             lw.loc(fn), "launch", kernel=lw.name,
         )
     return runtime
+
+
+def _comptime_value(lw: Lowering, arg: ast.arg, ann: ComptimeType, value: Any) -> Any:
+    """A comptime launch value checked against its annotation: ``Comptime[int]`` takes an int (not
+    a bool), ``Comptime[bool]`` a bool, ``Comptime[float]`` an int or a float (as a float), a class
+    an instance of it. Without the check ``1``, ``1.0`` and ``True`` (equal in Python) would type a
+    local ``y = N`` differently in specializations the caches could confuse."""
+    want = ann.of
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    ok = (not isinstance(value, bool) and isinstance(value, int)) if want is int else (
+        isinstance(value, want) if isinstance(want, type) else True)
+    if not ok:
+        name = want.__name__ if isinstance(want, type) else repr(want)
+        raise KernelTypeError(
+            f"comptime parameter {arg.arg!r} is Comptime[{name}], got {value!r} "
+            f"({type(value).__name__}): pass a {name}",
+            lw.loc(arg), arg.arg, kernel=lw.name,
+        )
+    return value
 
 
 def _runtime_param(lw: Lowering, arg: ast.arg) -> tuple[str, str]:

@@ -244,6 +244,36 @@ def test_comptime_arguments_are_checked() -> None:
     assert "3.0:f32" in needs_comptime.ir(N=3)
 
 
+@cl.kernel
+def comptime_local(y: Array[f32], N: Comptime[float], FLAG: Comptime[bool]):
+    v = N
+    if FLAG:
+        v = v * 2.0
+    y[0] = v
+
+
+def test_comptime_values_are_checked_against_their_annotation() -> None:
+    for bad, words in ((1.5, r"Comptime\[int\], got 1.5 \(float\)"), (True, r"got True \(bool\)"),
+                       ("3", r"got '3' \(str\)")):
+        with pytest.raises(KernelTypeError, match=words):
+            needs_comptime.ir(N=bad)
+    with pytest.raises(KernelTypeError, match=r"Comptime\[bool\], got 1 \(int\)"):
+        comptime_local.ir(N=1.0, FLAG=1)
+    # an int for a float parameter is the float: the same typed kernel as 2.0
+    assert comptime_local.ir(N=2, FLAG=True) == comptime_local.ir(N=2.0, FLAG=True)
+
+
+def test_equal_comptime_values_of_other_types_are_other_launches(client: Any) -> None:
+    """1 and 1.0 are equal in Python: a launch with the wrong one must not find the right one's
+    specialization or launcher in a cache."""
+    y = client.create(np.zeros(1, np.float32))
+    needs_comptime.launch(client, 1, 1, y, N=3)
+    needs_comptime.launch(client, 1, 2, y, N=3)  # the fast path now remembers cube dim 2
+    with pytest.raises(KernelTypeError, match=r"got 3.0 \(float\)"):
+        needs_comptime.launch(client, 1, 1, y, N=3.0)  # the launcher dict holds (1, N=3)
+    assert client.to_numpy(y, "f32")[0] == 3.0
+
+
 def test_source_not_available() -> None:
     namespace: dict[str, Any] = {"cl": cl, "Array": Array, "f32": f32}
     exec("@cl.kernel\ndef k(y: Array[f32]):\n    y[0] = 1.0\n", namespace)
