@@ -12,7 +12,7 @@ from typing import Any
 
 from cubeplug.core.kernel import Buffer, Kernel, Param, Scalar
 from cubeplug.lang import codegen_c, codegen_wgsl, ir
-from cubeplug.lang.errors import KernelTypeError, Loc
+from cubeplug.lang.errors import KernelError, KernelTypeError, Loc
 from cubeplug.lang.interp import Interpreter
 from cubeplug.lang.lower import Lowerer
 from cubeplug.lang.names import entry_name
@@ -75,11 +75,17 @@ def specialize(
 ) -> Specialized:
     """Lower, verify and generate ``captured`` for one set of comptime values, cube dim and dialect
     (on a device allowing ``shared_limit`` bytes of shared memory a cube, where given)."""
-    lowered = Lowerer(captured, name, comptime, cube_dim, checked, dtypes).kernel()
-    k = lowered.ir
-    verify(k)
-    if shared_limit is not None:
-        check_shared(k, shared_limit)
+    try:
+        lowered = Lowerer(captured, name, comptime, cube_dim, checked, dtypes).kernel()
+        k = lowered.ir
+        verify(k)
+        if shared_limit is not None:
+            check_shared(k, shared_limit)
+    except KernelError as e:
+        named = e.of_kernel(name)
+        if named is e:
+            raise
+        raise named from None
     source: Any
     line_map: tuple[Loc | None, ...] = ()
     if dialect == "c":

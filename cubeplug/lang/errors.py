@@ -55,6 +55,13 @@ class KernelError(CompileError):
         self.file = loc.file
 
 
+    def of_kernel(self, kernel: str) -> KernelError:
+        """This error naming ``kernel`` (raise sites deep in the lowering do not know its name)."""
+        if self.kernel == kernel:
+            return self
+        return type(self)(self.message, self.loc, self.construct, kernel=kernel)
+
+
 class KernelSyntaxError(KernelError):
     """Unsupported syntax, an unknown name, a misplaced ``sync_cube()`` or a bad comptime value."""
 

@@ -263,6 +263,14 @@ def test_comptime_values_are_checked_against_their_annotation() -> None:
     assert comptime_local.ir(N=2, FLAG=True) == comptime_local.ir(N=2.0, FLAG=True)
 
 
+def test_errors_name_their_kernel() -> None:
+    for kern in (needs_comptime, bad_mix, bad_div, bad_store):  # raised by the parameters, typing, stores
+        with pytest.raises(KernelTypeError) as info:
+            kern.ir(N=1.5) if kern is needs_comptime else kern.ir()
+        assert info.value.kernel == kern.__name__
+        assert str(info.value).startswith(f"kernel {kern.__name__!r} failed to compile")
+
+
 def test_equal_comptime_values_of_other_types_are_other_launches(client: Any) -> None:
     """1 and 1.0 are equal in Python: a launch with the wrong one must not find the right one's
     specialization or launcher in a cache."""
