@@ -27,7 +27,7 @@ from typing import Any
 from cubeplug.bench.report import failures, plot, rows, write_json
 from cubeplug.commands.output import Output
 
-SECTIONS = ("launch", "alloc", "bandwidth", "reduce_sum", "matmul", "autotune")
+SECTIONS = ("launch", "alloc", "bandwidth", "reduce_sum", "matmul", "std_ops", "autotune")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +53,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", choices=SECTIONS, metavar="SECTION",
                         help=f"measure only these sections ({', '.join(SECTIONS)}); repeatable")  # fmt: skip
     parser.add_argument("--reduce-n", type=int, metavar="N", help="elements of the reduce_sum figure")
-    parser.add_argument("--matmul-size", type=int, metavar="N", help="m = n = k of the matmul figure")
+    parser.add_argument("--matmul-size", type=int, metavar="N", help="m = n = k of the matmul figures")
+    parser.add_argument(
+        "--ops", metavar="OP,OP",
+        help="the std ops of the std_ops section, comma-separated (fill, copy, axpy, reduce_sum, reduce, "
+        "argmax, reduce_axis, scan, transpose, map, matmul; default: all); without --only, only that section",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ops-n", type=int, metavar="N",
+        help="elements of the std_ops vector rows (matrix rows: isqrt(N) x isqrt(N))",
+    )  # fmt: skip
 
 
 class _Steps:
@@ -113,8 +122,10 @@ def _guarded(fn: Callable[[], Any]) -> Any:
 def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps) -> dict[str, Any]:
     """Every figure of one backend (a section that fails is recorded as its error)."""
     from cubeplug.bench.autotune_check import check
-    from cubeplug.bench.baselines import raw_for
-    from cubeplug.bench.clients import describe, make_client
+    from cubeplug.bench.baselines import arrays_for, raw_for
+    from cubeplug.bench.clients import describe, is_gpu, make_client
+    from cubeplug.bench.std_cases import OPS
+    from cubeplug.bench.std_ops import bench_ops, parse_ops, sizes
     from cubeplug.bench.suite import BackendBench, plan_for
 
     start = time.perf_counter()
@@ -133,7 +144,7 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
     out["plan"] = asdict(plan)
     bench = BackendBench(client, raw, plan)
     out["timing"] = bench.timing
-    only = set(args.only or SECTIONS)
+    only = set(args.only or (("std_ops",) if args.ops else SECTIONS))
     try:
         for section, fn in (("launch", bench.launch), ("alloc", bench.alloc)):
             if section in only:
@@ -153,6 +164,14 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
                 out[section] = _guarded(fn)
                 client.memory_cleanup()
             steps.done()
+        if "std_ops" in only:
+            ops = parse_ops(args.ops) if args.ops else OPS
+            arrays = _guarded(lambda: arrays_for(client, raw))
+            arrays = None if isinstance(arrays, dict) else arrays  # a library that fails is the raw_error
+            n, side = sizes(is_gpu(client), args.quick, int(client.capabilities.max_alloc_bytes), args.ops_n)
+            step = lambda op: steps.step(f"{label}: std {op}")  # noqa: E731
+            out["std_ops"] = _guarded(lambda: bench_ops(bench, arrays, ops, n, side, step))
+        steps.done()
         if args.autotune_check and "autotune" in only:
             out["autotune_check"] = []
             for op, size in (("reduce_sum", plan.reduce_n), ("matmul", plan.matmul_n)):
@@ -183,7 +202,14 @@ def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``cubeplug bench``."""
     from cubeplug.bench.clients import usable_backends, versions
+    from cubeplug.bench.std_ops import attach_yardsticks, parse_ops
 
+    if args.ops:
+        try:
+            parse_ops(args.ops)
+        except ValueError as exc:
+            print(f"cubeplug bench: --ops: {exc}", file=sys.stderr)
+            return 2
     selectors: list[str | None] = list(usable_backends()) if args.all else list(args.backend or [None])
     if not selectors:
         print("cubeplug bench: no usable backend here; see `cubeplug doctor`", file=sys.stderr)
@@ -198,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         "versions": versions(),
         "backends": {},
     }
-    per_backend = 4 + 8  # launch, alloc, reduce, matmul + autotune; bandwidth sizes counted below
+    per_backend = 5 + 8  # launch, alloc, reduce, matmul, std_ops + autotune; bandwidth sizes below
     with _progress(per_backend * len(selectors)) as steps:
         for selector in selectors:
             key = selector or "auto"
@@ -209,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
             doc["backends"][result.get("selector", key)] = result
             if args.json:  # after every backend, so that an interrupted run keeps what it measured
                 write_json(args.json, doc)
+    attach_yardsticks(doc["backends"])  # after every backend: the CUDA figure may come last
     failed = failures(doc)
     doc["ok"], doc["failures"] = not failed, failed
     print_tables(doc, bool(getattr(args, "plain", False)))
