@@ -66,8 +66,11 @@ def _rate_key(case: Case) -> str:
     return "tflops" if case.unit == "TFLOP/s" else "gbps"
 
 
-def measure(bench: BackendBench, arrays: ArrayLibrary | None, case: Case) -> dict[str, Any]:
-    """One row: checked first result, then our time paired with the library's (when there is one)."""
+def measure(
+    bench: BackendBench, arrays: ArrayLibrary | None, case: Case, no_library: str | None = None
+) -> dict[str, Any]:
+    """One row: checked first result, then our time paired with the library's (when there is one;
+    ``no_library`` says why there is none)."""
     row: dict[str, Any] = {
         "op": case.op,
         "row": case.row,
@@ -100,7 +103,7 @@ def measure(bench: BackendBench, arrays: ArrayLibrary | None, case: Case) -> dic
     if base is None:
         row["raw_call"] = None
         row["raw_note"] = (
-            f"no array library for the std ops on {client.backend}"
+            (no_library or f"no array library for the std ops on {client.backend}")
             if arrays is None
             else "the library has no such op"
         )
@@ -128,8 +131,10 @@ def bench_ops(
     n: int,
     side: int,
     progress: Any = None,
+    no_library: str | None = None,
 ) -> dict[str, Any]:
-    """The ``std_ops`` section of one backend: the rows of ``ops`` (a row that fails is its error)."""
+    """The ``std_ops`` section of one backend: the rows of ``ops`` (a row that fails is its error);
+    ``no_library``: why ``arrays`` is None, told in every row."""
     client = bench.client
     inputs = Inputs(client, arrays, n, side, bench.plan.matmul_n)
     out: dict[str, Any] = {
@@ -150,7 +155,7 @@ def bench_ops(
                 continue
             for case in built:
                 try:
-                    out["rows"].append(measure(bench, arrays, case))
+                    out["rows"].append(measure(bench, arrays, case, no_library))
                 except Exception as exc:
                     out["rows"].append(
                         {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import platform
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -166,11 +167,15 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
             steps.done()
         if "std_ops" in only:
             ops = parse_ops(args.ops) if args.ops else OPS
-            arrays = _guarded(lambda: arrays_for(client, raw))
-            arrays = None if isinstance(arrays, dict) else arrays  # a library that fails is the raw_error
+            try:
+                arrays = arrays_for(client, raw)
+            except Exception as exc:  # reported as the raw library's failure: no ratio can be computed
+                arrays = None
+                out.setdefault("raw_error", f"array library: {type(exc).__name__}: {exc}")
             n, side = sizes(is_gpu(client), args.quick, int(client.capabilities.max_alloc_bytes), args.ops_n)
             step = lambda op: steps.step(f"{label}: std {op}")  # noqa: E731
-            out["std_ops"] = _guarded(lambda: bench_ops(bench, arrays, ops, n, side, step))
+            missing = f"the raw library did not load ({out['raw_error']})" if "raw_error" in out else None
+            out["std_ops"] = _guarded(lambda: bench_ops(bench, arrays, ops, n, side, step, missing))
         steps.done()
         if args.autotune_check and "autotune" in only:
             out["autotune_check"] = []
@@ -221,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         if sys.argv and "cubeplug" in sys.argv[0]
         else "cubeplug bench",
         "quick": bool(args.quick),
+        "host": platform.node(),  # one run, one host: what "the same GPU" of a yardstick rests on
         "versions": versions(),
         "backends": {},
     }

@@ -32,8 +32,21 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _bench_ops(tmp_path: Path, backend: str) -> tuple[dict[str, Any], dict[str, Any]]:
     out = tmp_path / "bench.json"
-    args = ["--plain", "bench", "--backend", backend, "--quick", "--ops", ",".join(OPS), "--ops-n", "20000",
-            "--matmul-size", "32", "--json", str(out)]  # fmt: skip
+    args = [
+        "--plain",
+        "bench",
+        "--backend",
+        backend,
+        "--quick",
+        "--ops",
+        ",".join(OPS),
+        "--ops-n",
+        "20000",
+        "--matmul-size",
+        "32",
+        "--json",
+        str(out),
+    ]
     assert cli.main(args) == 0
     doc: dict[str, Any] = json.loads(out.read_text())
     assert doc["ok"] is True and doc["failures"] == []
@@ -90,3 +103,78 @@ def test_an_unknown_op_is_refused_before_anything_runs(capsys: pytest.CaptureFix
     assert cli.main(["--plain", "bench", "--backend", "cpu", "--ops", "fill,cumsum"]) == 2
     err = capsys.readouterr().err
     assert "--ops: unknown op(s) cumsum; choose from fill, copy" in err
+
+
+def test_a_raw_library_that_does_not_load_is_reported_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cubeplug.bench import baselines
+
+    def missing(client: Any) -> Any:
+        raise ImportError("No module named 'numpy_raw'")
+
+    monkeypatch.setitem(baselines.BASELINES, "cpu", missing)
+    out = tmp_path / "bench.json"
+    args = [
+        "--plain",
+        "bench",
+        "--backend",
+        "cpu",
+        "--ops",
+        "reduce_sum,scan",
+        "--ops-n",
+        "5000",
+        "--json",
+        str(out),
+    ]
+    assert cli.main(args) == 1
+    doc = json.loads(out.read_text())
+    assert doc["failures"] == ["cpu: raw library: ImportError: No module named 'numpy_raw'"]
+    rows = doc["backends"]["cpu"]["std_ops"]["rows"]
+    assert [r["row"] for r in rows] == ["reduce_sum", "scan inclusive sum"]
+    for row in rows:
+        assert row["cubeplug_ms"] > 0 and row["raw_call"] is None and "raw_ms" not in row
+        assert "ratio_time_cubeplug_over_raw" not in row and "numpy_raw" in row["raw_note"]
+
+
+@pytest.mark.gpu
+def test_cuda_rows_against_cupy_and_the_yardstick_of_opencl_and_webgpu(tmp_path: Path) -> None:
+    """On the GPU machine: CuPy's figures on cuda; NVIDIA OpenCL and Vulkan rows beside the CUDA
+    figure of the same GPU."""
+    reason = skip_reason("cuda")
+    if reason is not None:
+        pytest.skip(reason)
+    out = tmp_path / "bench.json"
+    args = [
+        "--plain",
+        "bench",
+        "--backend",
+        "cuda",
+        "--backend",
+        "opencl:nvidia:0",
+        "--backend",
+        "webgpu",
+        "--quick",
+        "--ops",
+        ",".join(OPS),
+        "--ops-n",
+        "1000000",
+        "--matmul-size",
+        "256",
+        "--json",
+        str(out),
+    ]
+    assert cli.main(args) == 0
+    backends = json.loads(out.read_text())["backends"]
+    cuda, opencl, webgpu = backends["cuda"], backends["opencl:nvidia:0"], backends["webgpu"]
+    assert cuda["std_ops"]["library"] == "cupy"
+    for row in cuda["std_ops"]["rows"]:
+        if "skipped" not in row:
+            assert row["raw_call"].startswith("cupy") and row["ratio_time_cubeplug_over_raw"] > 0, row
+    for other in (opencl, webgpu):
+        assert other["device"]["name"] == cuda["device"]["name"], "the same GPU on all three backends"
+        for row in other["std_ops"]["rows"]:
+            if "skipped" not in row:
+                assert (
+                    row["yardstick"]["backend"] == "cuda" and row["yardstick"]["ratio_time_over_cuda"] > 0
+                ), row
