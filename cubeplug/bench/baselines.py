@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cubeplug.bench.raw import RawLibrary
-from cubeplug.bench.raw_cuda import CupyRaw
+from cubeplug.bench.raw_arrays import ArrayLibrary
+from cubeplug.bench.raw_cuda import CupyArrays, CupyRaw
 from cubeplug.bench.raw_numpy import NumpyRaw
 from cubeplug.bench.raw_opencl import OpenCLRaw
 from cubeplug.bench.raw_webgpu import WgpuRaw
@@ -27,3 +28,23 @@ def raw_for(client: Any) -> RawLibrary | None:
     """The baseline of a client's backend (None for backends this bench has no raw baseline of)."""
     baseline = BASELINES.get(client.backend)
     return None if baseline is None else baseline(client)
+
+
+def _numpy_arrays(raw: RawLibrary) -> ArrayLibrary:
+    return ArrayLibrary()
+
+
+def _cupy_arrays(raw: RawLibrary) -> ArrayLibrary:
+    assert isinstance(raw, CupyRaw)
+    return CupyArrays(raw)
+
+
+#: The array library of each backend's std-op rows. OpenCL and WebGPU have none (PyOpenCL and wgpu
+#: have no sum, cumsum or matmul): their yardstick is the CUDA figure of the same GPU in the same run.
+ARRAYS: dict[str, Callable[[RawLibrary], ArrayLibrary]] = {"cpu": _numpy_arrays, "cuda": _cupy_arrays}
+
+
+def arrays_for(client: Any, raw: RawLibrary | None) -> ArrayLibrary | None:
+    """The array library the std ops of a client are measured against (None: there is none)."""
+    make = ARRAYS.get(client.backend)
+    return None if make is None or raw is None else make(raw)

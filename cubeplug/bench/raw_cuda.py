@@ -1,5 +1,6 @@
 """CuPy baselines on the client's CUDA device: RawKernel launches, the memory pool, runtime copies,
-``cupy.sum`` and ``cupy.matmul`` (cuBLAS), timed with CUDA events where the work runs on the device."""
+``cupy.sum`` and ``cupy.matmul`` (cuBLAS), timed with CUDA events where the work runs on the device;
+and :class:`CupyArrays`, CuPy as the baseline of the std-op rows."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from cubeplug.bench.raw import MIB, TINY_N, RawLibrary, host_seconds
+from cubeplug.bench.raw_arrays import ArrayLibrary
 from cubeplug.bench.timing import Figure, per_call
 
 _SOURCE = """
@@ -46,7 +48,7 @@ class CupyRaw(RawLibrary):
                 self._arrays[key] = self.cp.empty(nbytes, self.cp.uint8)
         return self._arrays[key]
 
-    def _events(self, run: Callable[[], object], iters: int, repeats: int) -> Figure:
+    def events(self, run: Callable[[], object], iters: int, repeats: int) -> Figure:
         """Seconds per iteration of ``run`` from CUDA events around ``iters`` iterations."""
         cp = self.cp
         with self.dev:
@@ -122,7 +124,7 @@ class CupyRaw(RawLibrary):
         src, dst = self._array("src", nbytes), self._array("dst", nbytes)
         rt = self.cp.cuda.runtime
         stream = self.cp.cuda.get_current_stream().ptr
-        return self._events(
+        return self.events(
             lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _D2D, stream), iters, repeats
         )
 
@@ -130,13 +132,13 @@ class CupyRaw(RawLibrary):
         """``cupy.sum`` of the same data on the device."""
         with self.dev:
             x = self.cp.asarray(host)
-        return self._events(lambda: x.sum(), iters, repeats)
+        return self.events(lambda: x.sum(), iters, repeats)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, iters: int, repeats: int) -> Figure:
         """``cupy.matmul`` (cuBLAS SGEMM) of the same matrices on the device."""
         with self.dev:
             da, db = self.cp.asarray(a), self.cp.asarray(b)
-        return self._events(lambda: self.cp.matmul(da, db), iters, repeats)
+        return self.events(lambda: self.cp.matmul(da, db), iters, repeats)
 
     def close(self) -> None:
         """Free the arrays and CuPy's cached blocks."""
@@ -145,3 +147,46 @@ class CupyRaw(RawLibrary):
             self.cp.cuda.get_current_stream().synchronize()
             self.cp.get_default_memory_pool().free_all_blocks()
             self.cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+class CupyArrays(ArrayLibrary):
+    """CuPy as the baseline of the std ops on the client's device, timed with CUDA events."""
+
+    name = "cupy"
+
+    def __init__(self, raw: CupyRaw) -> None:
+        self.raw = raw
+        self.xp = raw.cp
+        self._axpy: Any = None
+        self._map2: Any = None
+
+    def asarray(self, host: np.ndarray) -> Any:
+        """A copy of ``host`` on the device."""
+        with self.raw.dev:
+            return self.raw.cp.asarray(host)
+
+    def time(self, run: Callable[[], object], iters: int, repeats: int) -> Figure:
+        """Seconds per ``run()`` from CUDA events around ``iters`` calls."""
+        return self.raw.events(run, iters, repeats)
+
+    def axpy(self, a: float, x: Any, y: Any) -> Callable[[], object]:
+        """``y = a * x + y`` in place by one ``ElementwiseKernel`` (what a CuPy user writes for it)."""
+        cp = self.raw.cp
+        if self._axpy is None:
+            self._axpy = cp.ElementwiseKernel("float32 a, T x", "T y", "y = a * x + y", "bench_axpy")
+        kernel, scale = self._axpy, np.float32(a)
+        return lambda: kernel(scale, x, y)
+
+    def map2(self, x: Any, y: Any) -> Callable[[], object]:
+        """``a * b + a`` by an ``ElementwiseKernel`` into a new array (the ``map`` of cubeplug)."""
+        cp = self.raw.cp
+        if self._map2 is None:
+            self._map2 = cp.ElementwiseKernel("T a, T b", "T z", "z = a * b + a", "bench_map2")
+        kernel = self._map2
+        return lambda: kernel(x, y)
+
+    def close(self) -> None:
+        """Free CuPy's cached blocks (the arrays are the caller's)."""
+        with self.raw.dev:
+            self.raw.cp.cuda.get_current_stream().synchronize()
+            self.raw.cp.get_default_memory_pool().free_all_blocks()

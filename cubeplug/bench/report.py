@@ -89,12 +89,64 @@ def lines(result: Mapping[str, Any]) -> list[Line]:
         label = f"matmul {mm['m']}^3 f32 (TFLOP/s) [{mm['chosen']}] vs {mm['baseline'] or 'no baseline'}"
         out.append(_line(label, mm, "cubeplug_tflops", "baseline_tflops",
                          "ratio_tflops_cubeplug_over_baseline", 4))  # fmt: skip
+    std_ops = result.get("std_ops")
+    if isinstance(std_ops, Mapping):
+        out += std_lines(std_ops)
     for check in result.get("autotune_check") or []:
         if isinstance(check, Mapping) and "chosen" in check:
             reuse = "reused" if check.get("second_process_reused") else "NOT reused"
             best = check["exhaustive_best"]
             label = f"autotune {check['op']}: {check['chosen']} vs best {best}; 2nd process {reuse}"
             out.append(Line(label, None, None, check["ratio_chosen_over_exhaustive_best_median"]))
+    return out
+
+
+def _count(n: int) -> str:
+    for shift, unit in ((30, "G"), (20, "M"), (10, "k")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def _shape(row: Mapping[str, Any]) -> str:
+    shape = [int(s) for s in row.get("shape") or []]
+    if row.get("op") == "matmul" and len(set(shape)) == 1:
+        return f"{shape[0]}^3"
+    return "x".join(_count(s) for s in shape)
+
+
+def std_lines(section: Mapping[str, Any]) -> list[Line]:
+    """The std-op rows: our time beside the library's (paired ratio), or beside the CUDA figure of
+    the same GPU (unpaired), or a note saying there is no yardstick; transpose also against the copy peak."""
+    out: list[Line] = []
+    for row in section.get("rows") or []:
+        if not isinstance(row, Mapping):
+            continue
+        name = f"std {row.get('row')} {row.get('dtype', '')} {_shape(row)}".rstrip()
+        if "error" in row:
+            out.append(Line(f"{name}: error: {str(row['error'])[:100]}", None, None, None))
+            continue
+        if "skipped" in row:
+            out.append(Line(f"{name}: skipped ({row['skipped']})", None, None, None))
+            continue
+        unit = row.get("unit", "GB/s")
+        rate = row.get("cubeplug_tflops" if unit == "TFLOP/s" else "cubeplug_gbps")
+        label = f"{name} (ms; {_num(rate)} {unit})"
+        yardstick = row.get("yardstick")
+        if row.get("raw_ms") is not None:
+            out.append(_line(f"{label} vs {row.get('raw_call')}", row, "cubeplug_ms", "raw_ms",
+                             "ratio_time_cubeplug_over_raw", 4))  # fmt: skip
+        elif isinstance(yardstick, Mapping):
+            out.append(Line(f"{label} vs {yardstick['backend']} (same GPU, unpaired)", row["cubeplug_ms"],
+                            yardstick["cuda_ms"], yardstick["ratio_time_over_cuda"],
+                            yardstick.get("spread_ratio_time_over_cuda"), 4))  # fmt: skip
+        else:
+            # The JSON keeps the whole note (why there is none); the table says which is missing.
+            note = "no yardstick" if "yardstick_note" in row else row.get("raw_note") or "no yardstick"
+            out.append(Line(f"{label}: {note}", row["cubeplug_ms"], None, None, None, 4))
+        if row.get("copy_peak_gbps") is not None:
+            out.append(Line(f"std {row.get('row')} GB/s vs the library's copy GB/s", row.get("cubeplug_gbps"),
+                            row["copy_peak_gbps"], row.get("ratio_gbps_over_copy_peak")))  # fmt: skip
     return out
 
 

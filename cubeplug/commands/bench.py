@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import platform
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,7 +28,7 @@ from typing import Any
 from cubeplug.bench.report import failures, plot, rows, write_json
 from cubeplug.commands.output import Output
 
-SECTIONS = ("launch", "alloc", "bandwidth", "reduce_sum", "matmul", "autotune")
+SECTIONS = ("launch", "alloc", "bandwidth", "reduce_sum", "matmul", "std_ops", "autotune")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +54,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", choices=SECTIONS, metavar="SECTION",
                         help=f"measure only these sections ({', '.join(SECTIONS)}); repeatable")  # fmt: skip
     parser.add_argument("--reduce-n", type=int, metavar="N", help="elements of the reduce_sum figure")
-    parser.add_argument("--matmul-size", type=int, metavar="N", help="m = n = k of the matmul figure")
+    parser.add_argument("--matmul-size", type=int, metavar="N", help="m = n = k of the matmul figures")
+    parser.add_argument(
+        "--ops", metavar="OP,OP",
+        help="the std ops of the std_ops section, comma-separated (fill, copy, axpy, reduce_sum, reduce, "
+        "argmax, reduce_axis, scan, transpose, map, matmul; default: all); without --only, only that section",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ops-n", type=int, metavar="N",
+        help="elements of the std_ops vector rows (matrix rows: isqrt(N) x isqrt(N))",
+    )  # fmt: skip
 
 
 class _Steps:
@@ -113,8 +123,10 @@ def _guarded(fn: Callable[[], Any]) -> Any:
 def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps) -> dict[str, Any]:
     """Every figure of one backend (a section that fails is recorded as its error)."""
     from cubeplug.bench.autotune_check import check
-    from cubeplug.bench.baselines import raw_for
-    from cubeplug.bench.clients import describe, make_client
+    from cubeplug.bench.baselines import arrays_for, raw_for
+    from cubeplug.bench.clients import describe, is_gpu, make_client
+    from cubeplug.bench.std_cases import OPS
+    from cubeplug.bench.std_ops import bench_ops, parse_ops, sizes
     from cubeplug.bench.suite import BackendBench, plan_for
 
     start = time.perf_counter()
@@ -133,7 +145,7 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
     out["plan"] = asdict(plan)
     bench = BackendBench(client, raw, plan)
     out["timing"] = bench.timing
-    only = set(args.only or SECTIONS)
+    only = set(args.only or (("std_ops",) if args.ops else SECTIONS))
     try:
         for section, fn in (("launch", bench.launch), ("alloc", bench.alloc)):
             if section in only:
@@ -153,6 +165,18 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
                 out[section] = _guarded(fn)
                 client.memory_cleanup()
             steps.done()
+        if "std_ops" in only:
+            ops = parse_ops(args.ops) if args.ops else OPS
+            try:
+                arrays = arrays_for(client, raw)
+            except Exception as exc:  # reported as the raw library's failure: no ratio can be computed
+                arrays = None
+                out.setdefault("raw_error", f"array library: {type(exc).__name__}: {exc}")
+            n, side = sizes(is_gpu(client), args.quick, int(client.capabilities.max_alloc_bytes), args.ops_n)
+            step = lambda op: steps.step(f"{label}: std {op}")  # noqa: E731
+            missing = f"the raw library did not load ({out['raw_error']})" if "raw_error" in out else None
+            out["std_ops"] = _guarded(lambda: bench_ops(bench, arrays, ops, n, side, step, missing))
+        steps.done()
         if args.autotune_check and "autotune" in only:
             out["autotune_check"] = []
             for op, size in (("reduce_sum", plan.reduce_n), ("matmul", plan.matmul_n)):
@@ -183,7 +207,14 @@ def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``cubeplug bench``."""
     from cubeplug.bench.clients import usable_backends, versions
+    from cubeplug.bench.std_ops import attach_yardsticks, parse_ops
 
+    if args.ops:
+        try:
+            parse_ops(args.ops)
+        except ValueError as exc:
+            print(f"cubeplug bench: --ops: {exc}", file=sys.stderr)
+            return 2
     selectors: list[str | None] = list(usable_backends()) if args.all else list(args.backend or [None])
     if not selectors:
         print("cubeplug bench: no usable backend here; see `cubeplug doctor`", file=sys.stderr)
@@ -195,10 +226,11 @@ def run(args: argparse.Namespace) -> int:
         if sys.argv and "cubeplug" in sys.argv[0]
         else "cubeplug bench",
         "quick": bool(args.quick),
+        "host": platform.node(),  # one run, one host: what "the same GPU" of a yardstick rests on
         "versions": versions(),
         "backends": {},
     }
-    per_backend = 4 + 8  # launch, alloc, reduce, matmul + autotune; bandwidth sizes counted below
+    per_backend = 5 + 8  # launch, alloc, reduce, matmul, std_ops + autotune; bandwidth sizes below
     with _progress(per_backend * len(selectors)) as steps:
         for selector in selectors:
             key = selector or "auto"
@@ -209,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
             doc["backends"][result.get("selector", key)] = result
             if args.json:  # after every backend, so that an interrupted run keeps what it measured
                 write_json(args.json, doc)
+    attach_yardsticks(doc["backends"])  # after every backend: the CUDA figure may come last
     failed = failures(doc)
     doc["ok"], doc["failures"] = not failed, failed
     print_tables(doc, bool(getattr(args, "plain", False)))
