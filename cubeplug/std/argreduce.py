@@ -1,8 +1,11 @@
 """``argmax``/``argmin``: the index of the first largest (smallest) of ``n`` elements.
 
 One generic source, :func:`arg_pass`: each unit keeps its best (value, index) over a grid-stride
-slice, a tree in shared memory keeps the cube's best, and passes over the (value, index) partials
-run until one cube is left. Ties go to the lower index. NaN wins, as numpy's ``argmax`` and
+slice, ``ILP`` loads in flight at once, a tree in shared memory keeps the cube's best, and passes
+over the (value, index) partials run until one cube is left. The first pass has at most
+:data:`MAX_CUBES` cubes, so a second pass of one cube ends it: two launches for any size (on the
+H200 one load in flight per unit and a cube per 2048 elements ran at 2.16x ``cupy.argmax``'s time
+for 256M f32). Ties go to the lower index. NaN wins, as numpy's ``argmax`` and
 ``argmin`` define it: the index of the first NaN when there is one (NaN tested as in
 :mod:`cubeplug.std.combine`).
 """
@@ -20,8 +23,13 @@ from cubeplug.std import checks
 from cubeplug.std.combine import MAX, element_type, is_nan, lang_type, op_code
 from cubeplug.std.reduction import CUBE, LOG_CUBE
 
-#: Elements per unit of the first pass before its grid-stride loop wraps.
-PER_UNIT = 8
+#: Loads in flight per unit (issued together, then compared in index order).
+ILP = 8
+#: Cubes of the first pass: enough to fill a large GPU several times over (132 SMs x 8 cubes of
+#: 256 units on an H200), few enough that one cube ends the second pass.
+MAX_CUBES = 2048
+#: Most elements per unit (lavapipe ends a shader loop after 65535 iterations, silently).
+MAX_PER_UNIT = 8 * 4096
 
 
 @cl.func
@@ -41,7 +49,7 @@ def better(op: int, T: cl.DType, v: Any, j: Any, w: Any, k: Any) -> Any:
 @cl.kernel
 def arg_pass(
     x: Array[T], xi: Array[u32], vals: Array[T], idxs: Array[u32], n: u32,  # type: ignore[name-defined]  # noqa: F821
-    OP: Comptime[int], FIRST: Comptime[bool], T: Comptime[cl.DType],
+    OP: Comptime[int], FIRST: Comptime[bool], ILP: Comptime[int], T: Comptime[cl.DType],
 ) -> None:
     """The best (value, index) of each cube into ``vals``/``idxs[CUBE_POS_X]``. The first pass reads
     the indices from the positions (``xi`` unused), later passes from the previous partials."""
@@ -51,7 +59,21 @@ def arg_pass(
     bidx = u32(0)
     if not FIRST:
         bidx = xi[0]
-    for i in range(cl.ABSOLUTE_POS_X, n, cl.CUBE_DIM_X * cl.CUBE_COUNT_X):
+    stride = cl.CUBE_DIM_X * cl.CUBE_COUNT_X
+    i = cl.ABSOLUTE_POS_X
+    loaded = cl.local(T, ILP)
+    while i + (ILP - 1) * stride < n:
+        for k in cl.unroll(range(ILP)):
+            loaded[k] = x[i + k * stride]
+        for k in cl.unroll(range(ILP)):
+            j = i + k * stride
+            if not FIRST:
+                j = xi[j]
+            if better(OP, T, loaded[k], j, best, bidx):
+                best = loaded[k]
+                bidx = j
+        i += ILP * stride
+    while i < n:
         v = x[i]
         j = i
         if not FIRST:
@@ -59,6 +81,7 @@ def arg_pass(
         if better(OP, T, v, j, best, bidx):
             best = v
             bidx = j
+        i += stride
     u = cl.UNIT_POS_X
     bv[u] = best
     bi[u] = bidx
@@ -88,11 +111,11 @@ def _arg(client: Any, handle: Handle, n: int, op: str, dtype: Any, what: str) ->
     T = lang_type(name)
     x, xi, first = handle, handle, True
     while True:
-        cubes = checks.groups(n, CUBE * (PER_UNIT if first else 1))
+        cubes = min(checks.groups(n, CUBE * ILP), max(MAX_CUBES, checks.groups(n, CUBE * MAX_PER_UNIT)))
         vals: Handle = client.empty(size * cubes)
         idxs: Handle = client.empty(4 * cubes)
         arg_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, xi, vals, idxs, n, OP=code,
-                                  FIRST=first, T=T)
+                                  FIRST=first, ILP=ILP, T=T)
         if cubes == 1:
             return idxs
         x, xi, n, first = vals, idxs, cubes, False

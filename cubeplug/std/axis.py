@@ -1,9 +1,19 @@
 """``reduce_axis``: ``op`` along one axis of a 2-D :class:`cubeplug.Array` (any strides).
 
-One generic source, :func:`axis_pass`: the input is read as a ``Tensor`` whose dimension 1 is the
-one reduced (axis 0 is the transposed view: shape and strides swapped, no copy); each cube folds
-whole lines (cubes loop over the lines beyond the launch), its units striding along the line and a
-tree in shared memory ending it. The result is a new contiguous 1-D Array of the input's dtype.
+The input is read as a ``Tensor`` whose dimension 1 is the one reduced (axis 0 is the transposed
+view: shape and strides swapped, no copy). Two generic sources, picked by the layout:
+
+* :func:`axis_pass`, when lines are not side by side in memory (a row-major input along axis 1):
+  each cube folds whole lines (cubes loop over the lines beyond the launch), its units striding
+  along the line and a tree in shared memory ending it.
+* :func:`column_pass`, when neighbouring lines are neighbours in memory (stride 1 across lines: a
+  row-major input along axis 0): 32 lines per cube, side by side, so that a warp's loads are one
+  contiguous run; 8 units per line each fold a slice of it and a tree over them ends the cube.
+  The line is split over ``CUBE_COUNT_Y`` cubes when there are too few lines to fill the device,
+  and a second launch folds the splits. On the H200 ``axis_pass`` on such an input (each unit's
+  loads 64 KiB apart on a 16k x 16k f32) ran at 557 GB/s, 4.5x ``cupy.sum(m, axis=0)``'s time.
+
+The result is a new contiguous 1-D Array of the input's dtype.
 """
 
 from __future__ import annotations
@@ -45,6 +55,66 @@ def axis_pass(
         cl.sync_cube()
 
 
+#: column_pass: lines per cube (one warp's contiguous loads) and units folding each line.
+LINES, SLICES = 32, 8
+#: Units to aim for when the line is split over several cubes (about 8 waves of an H200).
+TARGET_UNITS = 1 << 21
+#: Most elements each unit folds (lavapipe ends a shader loop after 65535 iterations, silently).
+MAX_PER_UNIT = 32768
+
+
+@cl.kernel
+def column_pass(
+    t: Tensor[T], out: Array[T], OP: Comptime[int], T: Comptime[cl.DType]  # type: ignore[name-defined]  # noqa: F821
+) -> None:
+    """``out[s * lines + r] = op(t[r, slice s])``, slice ``s = CUBE_POS_Y`` of ``CUBE_COUNT_Y``
+    equal slices of each line; lines ``r`` are neighbours in memory."""
+    buf = cl.shared(T, LINES * SLICES)
+    lx = cl.UNIT_POS_X
+    ly = cl.UNIT_POS_Y
+    r = cl.CUBE_POS_X * LINES + lx
+    length = t.shape[1]
+    chunk = (length + cl.CUBE_COUNT_Y - 1) // cl.CUBE_COUNT_Y
+    start = cl.CUBE_POS_Y * chunk
+    stop = min(start + chunk, length)
+    acc = T(0)
+    if OP == PROD:
+        acc = T(1)
+    if r < t.shape[0]:
+        if OP >= MAX:
+            acc = t[r, 0]  # an element of the line: changes nothing for max/min
+        for j in range(start + ly, stop, SLICES):
+            acc = combine(OP, T, acc, t[r, j])
+    buf[ly * LINES + lx] = acc
+    cl.sync_cube()
+    for k in cl.unroll(range(3)):  # log2(SLICES) halvings
+        if ly < (SLICES >> (k + 1)):
+            buf[ly * LINES + lx] = combine(OP, T, buf[ly * LINES + lx],
+                                           buf[(ly + (SLICES >> (k + 1))) * LINES + lx])
+        cl.sync_cube()
+    if ly == 0 and r < t.shape[0]:
+        out[cl.CUBE_POS_Y * t.shape[0] + r] = buf[lx]
+
+
+def _columns(client: Any, view: DeviceTensor, out: DeviceArray, code: int, name: str) -> None:
+    """Fold the lines of ``view`` (neighbours in memory) into ``out`` with :func:`column_pass`:
+    one launch, or two when the lines are split."""
+    lines, length = view.shape
+    cubes_x = checks.groups(lines, LINES)
+    splits = max(1, min(TARGET_UNITS // (cubes_x * LINES * SLICES), length // (SLICES * 16), 65535))
+    splits = max(splits, checks.groups(length, SLICES * MAX_PER_UNIT))
+    T = lang_type(name)
+    if splits == 1:
+        column_pass.launch_unchecked(client, CubeCount(cubes_x, 1), (LINES, SLICES), view, out.handle,
+                                     OP=code, T=T)
+        return
+    partial: DeviceArray = client.empty_array((splits, lines), name)
+    column_pass.launch_unchecked(client, CubeCount(cubes_x, splits), (LINES, SLICES), view,
+                                 partial.handle, OP=code, T=T)
+    folded = DeviceTensor(partial.handle, (lines, splits), (1, lines), partial.dtype)
+    _columns(client, folded, out, code, name)
+
+
 def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> DeviceArray:
     """``op`` ("sum", "prod", "max", "min") of a 2-D ``array`` along ``axis`` (0 or 1), as numpy's
     ``array.sum(axis=axis, dtype=array.dtype)`` (or ``max``...) gives it: a new 1-D Array."""
@@ -77,6 +147,9 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
         return result
     checks.buffer(client, array.handle, 0, "reduce_axis: array")
     view = DeviceTensor(array.handle, shape, strides, array.dtype)
+    if strides[0] == 1 and lines > 1:
+        _columns(client, view, result, code, name)
+        return result
     cubes = checks.groups(lines, 1)
     axis_pass.launch_unchecked(client, CubeCount(cubes), CUBE, view, result.handle, OP=code,
                                T=lang_type(name))

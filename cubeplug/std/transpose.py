@@ -1,11 +1,12 @@
 """``transpose``: the ``cols x rows`` transpose of a row-major ``rows x cols`` matrix, autotuned.
 
-Candidates (:func:`transpose_set`, one per dtype), both with cubes of 32 x 8 units, each unit
-moving 4 elements of a 32 x 32 tile:
+Candidates (:func:`transpose_set`, one per dtype), each cube moving a 32 x 32 tile:
 
-* ``tiled``: the tile goes through shared memory (rows padded to 33 elements so that the column
-  reads hit distinct banks), so both the reads and the writes of global memory are coalesced.
-* ``direct``: each unit writes its elements straight to their transposed place (reads coalesced,
+* ``tiled``: 32 x 8 units, 4 elements each; the tile goes through shared memory (rows padded to
+  33 elements so that the column reads hit distinct banks), so both the reads and the writes of
+  global memory are coalesced. Tiles wholly inside the matrix skip the per-element bound tests.
+* ``tiled_x8``: the same with 32 x 4 units, 8 elements each (more loads in flight per unit).
+* ``direct``: 32 x 8 units; each unit writes its elements straight to their transposed place (reads coalesced,
   writes strided); it wins where shared memory is slow or emulated.
 """
 
@@ -33,23 +34,34 @@ MAX_SIDE = TILE * checks.MAX_GROUPS
 
 @cl.kernel
 def transpose_tiled(
-    x: Array[T], y: Array[T], rows: u32, cols: u32, T: Comptime[cl.DType]  # type: ignore[name-defined]  # noqa: F821
+    x: Array[T], y: Array[T], rows: u32, cols: u32, T: Comptime[cl.DType], RW: Comptime[int]  # type: ignore[name-defined]  # noqa: F821
 ) -> None:
-    """``y[c, r] = x[r, c]`` through a shared tile."""
+    """``y[c, r] = x[r, c]`` through a shared tile, with ``RW`` rows of units (``TILE / RW``
+    elements each). A tile wholly inside the matrix (the same answer for the whole cube) moves
+    without a bound test per element."""
     tile = cl.shared(T, TILE * (TILE + 1))
     tx = cl.UNIT_POS_X
     ty = cl.UNIT_POS_Y
     c = cl.CUBE_POS_X * TILE + tx
-    for k in cl.unroll(range(0, TILE, ROWS)):
-        r = cl.CUBE_POS_Y * TILE + ty + k
-        if r < rows and c < cols:
-            tile[(ty + k) * (TILE + 1) + tx] = x[r * cols + c]
+    inside = cols >= (cl.CUBE_POS_X + 1) * TILE and rows >= (cl.CUBE_POS_Y + 1) * TILE
+    if inside:
+        for k in cl.unroll(range(0, TILE, RW)):
+            tile[(ty + k) * (TILE + 1) + tx] = x[(cl.CUBE_POS_Y * TILE + ty + k) * cols + c]
+    else:
+        for k in cl.unroll(range(0, TILE, RW)):
+            r = cl.CUBE_POS_Y * TILE + ty + k
+            if r < rows and c < cols:
+                tile[(ty + k) * (TILE + 1) + tx] = x[r * cols + c]
     cl.sync_cube()
     c2 = cl.CUBE_POS_Y * TILE + tx
-    for k in cl.unroll(range(0, TILE, ROWS)):
-        r2 = cl.CUBE_POS_X * TILE + ty + k
-        if r2 < cols and c2 < rows:
-            y[r2 * rows + c2] = tile[tx * (TILE + 1) + ty + k]
+    if inside:
+        for k in cl.unroll(range(0, TILE, RW)):
+            y[(cl.CUBE_POS_X * TILE + ty + k) * rows + c2] = tile[tx * (TILE + 1) + ty + k]
+    else:
+        for k in cl.unroll(range(0, TILE, RW)):
+            r2 = cl.CUBE_POS_X * TILE + ty + k
+            if r2 < cols and c2 < rows:
+                y[r2 * rows + c2] = tile[tx * (TILE + 1) + ty + k]
 
 
 @cl.kernel
@@ -64,14 +76,16 @@ def transpose_direct(
             y[c * rows + r] = x[r * cols + c]
 
 
-def strategy(kernel: Any, name: str) -> Any:
-    """A candidate launching ``kernel`` over the tiles."""
+def strategy(kernel: Any, name: str, rw: int | None = None) -> Any:
+    """A candidate launching ``kernel`` over the tiles (``rw`` rows of units, for the tiled one)."""
     T = lang_type(name)
+    extra = {} if rw is None else {"RW": rw}
+    dim = (TILE, ROWS if rw is None else rw)
 
     def run(client: Any, x: Handle, rows: int, cols: int) -> Handle:
         y: Handle = client.empty(rows * cols * DTYPES[name].itemsize)
         count = CubeCount(-(-cols // TILE), -(-rows // TILE))
-        kernel.launch_unchecked(client, count, (TILE, ROWS), x, y, rows, cols, T=T)
+        kernel.launch_unchecked(client, count, dim, x, y, rows, cols, T=T, **extra)
         return y
 
     return run
@@ -97,7 +111,8 @@ def transpose_set(name: str) -> TunableSet:
 
     return TunableSet(
         f"std.transpose.{name}",
-        [Tunable("tiled", strategy(transpose_tiled, name), priority=2),
+        [Tunable("tiled", strategy(transpose_tiled, name, ROWS), priority=2),
+         Tunable("tiled_x8", strategy(transpose_tiled, name, 4), priority=2),
          Tunable("direct", strategy(transpose_direct, name), priority=2)],
         transpose_key, compare=compare, reference=reference,
     )

@@ -158,6 +158,19 @@ def test_reduce_axis_matches_numpy(client: Any, name: str) -> None:
                               dt, shape[axis]), (shape, axis, op)
 
 
+def test_reduce_axis_0_over_long_columns_splits_them(client: Any) -> None:
+    """Along axis 0 of a row-major input (lines side by side) a long axis is split over several
+    cubes and the splits folded by a second launch: ragged splits, NaN in one column, 33 lines (a
+    cube of 32 and one of 1)."""
+    a = np.random.default_rng(5).standard_normal((1003, 33)).astype(np.float32)
+    a[517, 4] = np.nan
+    arr = client.asarray(a)
+    for op in ("sum", "max", "min"):
+        got = std.reduce_axis(client, arr, 0, op).numpy()
+        want = getattr(a, op)(axis=0)
+        assert np.isnan(got[4]) and np.allclose(np.delete(got, 4), np.delete(want, 4), rtol=1e-4), op
+
+
 def test_reduce_axis_of_a_strided_view_and_errors(client: Any) -> None:
     a = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
     view = client.asarray(a)[::2, ::3]  # starts at element 0: every backend binds it
