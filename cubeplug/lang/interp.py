@@ -176,13 +176,25 @@ class _Run:
             gone = np.ones(self.n, bool) if m is None else m
             self.alive = ~gone if self.alive is None else self.alive & ~gone
         elif isinstance(s, ir.Barrier):
-            if not np.array_equal(self.mask(m), self.mask(self.alive)):
-                raise BarrierDivergenceError(
-                    f"{s.loc}: sync_cube() reached by only some units of a cube "
-                    f"({int(self.mask(m).sum())} of {int(self.mask(self.alive).sum())} live units)"
-                )
+            self.barrier(s, m)
         else:  # pragma: no cover
             raise TypeError(s)
+
+    def barrier(self, s: ir.Barrier, m: Mask) -> None:
+        """Check that each cube reaches the barrier with all its live units or with none (a cube
+        that skips it under a uniform condition is fine); the batch's cubes are side by side."""
+        reached, live = self.mask(m), self.mask(self.alive)
+        if np.array_equal(reached, live):
+            return
+        units = self.dims[0] * self.dims[1] * self.dims[2]
+        reached, live = reached.reshape(-1, units), live.reshape(-1, units)
+        bad = reached.any(axis=1) & (reached != live).any(axis=1)
+        if bad.any():
+            cube = int(np.argmax(bad))
+            raise BarrierDivergenceError(
+                f"{s.loc}: sync_cube() reached by only some units of a cube "
+                f"({int(reached[cube].sum())} of {int(live[cube].sum())} live units)"
+            )
 
     def range_for(self, s: ir.RangeFor, m: Mask) -> None:
         ty = self.types[s.var]

@@ -4,8 +4,8 @@ The input is read as a ``Tensor`` whose dimension 1 is the one reduced (axis 0 i
 view: shape and strides swapped, no copy). Two generic sources, picked by the layout:
 
 * :func:`axis_pass`, when lines are not side by side in memory (a row-major input along axis 1):
-  each cube folds whole lines (cubes loop over the lines beyond the launch), its units striding
-  along the line and a tree in shared memory ending it.
+  each cube folds a whole line, its units striding along the line and a tree in shared memory
+  ending it.
 * :func:`column_pass`, when neighbouring lines are neighbours in memory (stride 1 across lines: a
   row-major input along axis 0): 32 lines per cube, side by side, so that a warp's loads are one
   contiguous run; 8 units per line each fold a slice of it and a tree over them ends the cube.
@@ -37,10 +37,14 @@ from cubeplug.std.reduction import CUBE, cube_tree
 def axis_pass(
     t: Tensor[T], out: Array[T], OP: Comptime[int], T: Comptime[cl.DType]  # type: ignore[name-defined]  # noqa: F821
 ) -> None:
-    """``out[r] = op(t[r, :])`` for every line ``r``."""
+    """``out[r] = op(t[r, :])``, line ``r`` the cube's position in x-fastest order (cubes along
+    y when there are more lines than cubes along x). One line per cube, not a loop over lines: a
+    store to ``out`` before a barrier of the next line would need WGSL's storage barrier at every
+    step of the tree (:mod:`cubeplug.lang.fences`)."""
     buf = cl.shared(T, CUBE)
     u = cl.UNIT_POS_X
-    for r in range(cl.CUBE_POS_X, t.shape[0], cl.CUBE_COUNT_X):
+    r = cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X
+    if r < t.shape[0]:
         acc = T(0)
         if OP == PROD:
             acc = T(1)
@@ -52,7 +56,6 @@ def axis_pass(
         cube_tree(OP, T, buf)
         if u == 0:
             out[r] = buf[0]
-        cl.sync_cube()
 
 
 #: column_pass: lines per cube (one warp's contiguous loads) and units folding each line.
@@ -150,7 +153,7 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
     if strides[0] == 1 and lines > 1:
         _columns(client, view, result, code, name)
         return result
-    cubes = checks.groups(lines, 1)
-    axis_pass.launch_unchecked(client, CubeCount(cubes), CUBE, view, result.handle, OP=code,
-                               T=lang_type(name))
+    cubes_x = checks.groups(lines, 1)
+    axis_pass.launch_unchecked(client, CubeCount(cubes_x, checks.groups(lines, cubes_x)), CUBE, view,
+                               result.handle, OP=code, T=lang_type(name))
     return result

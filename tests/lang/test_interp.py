@@ -41,6 +41,23 @@ def test_divergent_barrier_raises_at_run_time() -> None:
         run(Launch((1, 1, 1), (32, 1, 1)), np.zeros(32, np.float32), np.uint32(32))
 
 
+@cl.kernel
+def some_cubes(y: Array[f32]):
+    """Cubes past the third skip the barrier (a uniform condition): not a divergence."""
+    buf = cl.shared(f32, 32)
+    if cl.CUBE_POS_X < 3:
+        buf[cl.UNIT_POS] = f32(cl.CUBE_POS_X)
+        cl.sync_cube()
+        y[cl.ABSOLUTE_POS] = buf[31 - cl.UNIT_POS]
+
+
+def test_cubes_skipping_a_barrier_in_a_batch_are_not_divergent() -> None:
+    spec = some_cubes.specialize_for("python", None, 32, True, {})
+    y = np.full(5 * 32, -1.0, np.float32)
+    spec.source(Launch((5, 1, 1), (32, 1, 1)), y, np.uint32(len(y)))  # one batch of 5 cubes
+    np.testing.assert_array_equal(y, np.r_[np.repeat(np.arange(3.0), 32), np.full(64, -1.0)])
+
+
 def test_shared_memory_is_per_cube_across_batches(monkeypatch: Any) -> None:
     monkeypatch.setattr(interp, "LANES", 64)  # two cubes per batch
     spec = neighbours.specialize_for("python", None, 32, True, {})

@@ -171,6 +171,14 @@ def test_reduce_axis_0_over_long_columns_splits_them(client: Any) -> None:
         assert np.isnan(got[4]) and np.allclose(np.delete(got, 4), np.delete(want, 4), rtol=1e-4), op
 
 
+def test_reduce_axis_over_more_lines_than_cubes_along_x(client: Any) -> None:
+    """65537 lines (one cube each along axis 1): the last line is in the second row of cubes."""
+    a = np.arange(65537 * 2, dtype=np.int32).reshape(65537, 2)
+    a[-1] = (7, 9)
+    got = std.reduce_axis(client, client.asarray(a), 1, "sum").numpy()
+    assert np.array_equal(got, a.sum(axis=1, dtype=np.int32))
+
+
 def test_reduce_axis_of_a_strided_view_and_errors(client: Any) -> None:
     a = np.arange(40 * 30, dtype=np.float32).reshape(40, 30)
     view = client.asarray(a)[::2, ::3]  # starts at element 0: every backend binds it
