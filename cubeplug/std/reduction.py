@@ -45,25 +45,40 @@ from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, SUM, combine, element_type, identity, lang_type, op_code
 from cubeplug.std.fill import fill
 
-#: Units per cube of the reductions (a power of two: the tree halves it).
+#: Units per cube of the reductions (a power of two).
 CUBE = 256
-#: log2(CUBE): the steps of the tree.
+#: log2(CUBE) (the steps of the halving trees of argmax and the scan).
 LOG_CUBE = 8
+#: Units that rake the cube's values in :func:`cube_tree` (a warp on NVIDIA), CUBE // RAKE each.
+RAKE = 32
 
 
 @cl.func
 def cube_tree(op: int, T: cl.DType, buf: Array[Any]) -> None:
     """Fold ``buf`` (shared, CUBE long, one value per unit, written by every unit before the call)
-    into ``buf[0]`` with a tree of LOG_CUBE halvings; every unit of the cube calls it (it syncs).
-    The reductions, the reductions along an axis and the scan's block totals all end with it."""
+    into ``buf[0]``; every unit of the cube calls it (it syncs), and after it returns every unit may
+    write ``buf`` again. The reductions, the reductions along an axis and the scan's block totals
+    all end with it.
+
+    A raking fold (CUB's ``BLOCK_REDUCE_RAKING``), not a halving tree: RAKE units fold CUBE // RAKE
+    values each (consecutive units read consecutive words: no bank conflicts), then unit 0 folds
+    the RAKE results; three barriers where the tree of LOG_CUBE halvings had nine. Barriers are
+    what such a tree costs (the hand-written CUDA kernel ended with warp shuffles instead, which
+    the language does not have)."""
     u = cl.UNIT_POS_X
     cl.sync_cube()  # every unit's value is in buf
-    for k in cl.unroll(range(LOG_CUBE)):
-        # (CUBE >> (k + 1)) written out: a local assigned here would be a runtime i32 when a
-        # caller's runtime loop holds the call (axis.py), not the comptime int that compares with u32.
-        if u < (CUBE >> (k + 1)):
-            buf[u] = combine(op, T, buf[u], buf[u + (CUBE >> (k + 1))])
-        cl.sync_cube()
+    if u < RAKE:
+        acc = buf[u]
+        for k in cl.unroll(range(1, CUBE // RAKE)):
+            acc = combine(op, T, acc, buf[u + k * RAKE])
+        buf[u] = acc
+    cl.sync_cube()
+    if u == 0:
+        total = buf[0]
+        for k in cl.unroll(range(1, RAKE)):
+            total = combine(op, T, total, buf[k])
+        buf[0] = total
+    cl.sync_cube()  # buf[1:RAKE] read before any unit writes buf again (callers loop: axis, scan)
 
 
 @cl.func
