@@ -43,7 +43,7 @@ from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotun
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, SUM, combine, element_type, identity, lang_type, op_code
-from cubeplug.std.fill import fill
+from cubeplug.std.fill import fill_scalar
 
 #: Units per cube of the reductions (a power of two).
 CUBE = 256
@@ -228,7 +228,7 @@ class Strategy:
             self.comptime["V"] = lang_type(f"{name}x4")
         self.kernel = (reduce_atomic_vec if vector else reduce_atomic) if atomic else (
             reduce_pass_vec if vector else reduce_pass)
-        self.start = identity(op, name)
+        self.start = identity(op, name)  # a numpy scalar of the dtype: the launch takes it as is
 
     def cubes(self, client: Any, items: int) -> int:
         """Cubes of the first pass over ``items`` load items."""
@@ -243,8 +243,10 @@ class Strategy:
         bound, items = _bind(x, n, self.vector)
         cubes = self.cubes(client, items)
         if self.atomic:
-            # The identity written by a kernel, not uploaded: a host copy would wait for the device.
-            out: Handle = fill(client, client.empty(self.size), 1, self.start, self.name)
+            # The identity written by a kernel, not uploaded (a host copy would wait for the device),
+            # and launched directly: fill's checks would be per-call work on values known here.
+            out: Handle = client.empty(self.size)
+            fill_scalar.launch_unchecked(client, CubeCount(1), CUBE, out, self.start, 1, T=self.comptime["T"])
             self.kernel.launch_unchecked(client, CubeCount(cubes), CUBE, *bound, out, n, **self.comptime)
             return out
         out = client.empty(self.size * cubes)
