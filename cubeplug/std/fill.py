@@ -55,10 +55,10 @@ def fill(client: Any, handle: Handle, n: int, value: Any, dtype: Any = "f32") ->
     T = lang_type(name)
     if elementwise.vector_ok((handle,), n * size):
         per = elementwise.VECTOR_BYTES // size
-        words = np.full(per, typed, DTYPES[name]).view(np.uint32)
+        words = np.frombuffer(np.asarray(typed).tobytes() * per, np.uint32).tolist()
         (view,) = elementwise.vectors((handle,), n * size)
         fill_vector.launch_unchecked(client, elementwise.cubes(n // per), elementwise.CUBE, view, handle,
-                                     *(int(w) for w in words), typed, n, PER=per, T=T)
+                                     *words, typed, n, PER=per, T=T)
     else:
         fill_scalar.launch_unchecked(client, elementwise.cubes(n), elementwise.CUBE, handle, typed, n, T=T)
     return handle
