@@ -206,7 +206,7 @@ def _bind(x: Handle, n: int, vector: bool) -> tuple[tuple[Handle, ...], int]:
     """The input bindings of a first pass and how many load items (scalars or vectors) there are."""
     if vector:
         n4 = n >> 2
-        return (checks.prefix(x, n4 * 16), x), n4
+        return (checks.prefix(x, n4 * 16), x), n4  # VECTOR_DTYPES are 4-byte: 16 B a vector
     return (x,), n
 
 
