@@ -1,12 +1,13 @@
 """Standard kernels, as plain functions.
 
 Written once in :mod:`cubeplug.lang` (one generic source per op, specialized by comptime dtype and
-operator; f16, f32, f64, i32, u32 where the device declares them): ``map``, ``reduce``, ``argmax``,
-``argmin``, ``reduce_axis``, ``scan``, ``transpose`` (``reduce`` and ``transpose`` autotuned).
-Hand-written for every dialect (``c``, ``wgsl``, ``python``): ``fill``, ``copy`` and ``axpy`` are
-elementwise (float4 loads where the views allow it);
-``reduce_sum`` and ``matmul`` are autotuned per device and size bucket (:mod:`cubeplug.core.tune`),
-and remember their choice in the autotune cache::
+operator; each dtype where the device declares it): ``map``, ``reduce``, ``argmax``, ``argmin``,
+``reduce_axis``, ``scan``, ``transpose`` (f16, f32, f64, i32, u32), ``reduce_sum`` (the f32 sum of
+``reduce``), ``fill`` and ``copy`` (those and i64, u64; 16-byte vector stores where the views are
+aligned) and ``axpy`` (f16, f32, f64; ``Vec[f32, 4]`` loads for f32). ``reduce`` (hence
+``reduce_sum``) and ``transpose`` are autotuned per device and size bucket
+(:mod:`cubeplug.core.tune`). Hand-written for every dialect (``c``, ``wgsl``, ``python``):
+``matmul``, autotuned too. Autotuned ops remember their choice in the autotune cache::
 
     import cubeplug, cubeplug.std as std
     client = cubeplug.client()
@@ -28,8 +29,9 @@ from cubeplug.std.reduction import reduce
 from cubeplug.std.scan import scan
 from cubeplug.std.transpose import transpose
 
-#: The autotuned operations of the standard library with one tunable set (``reduce`` and
-#: ``transpose`` have one per operator and dtype: ``reduction.reduce_set``, ``transpose.transpose_set``).
+#: The autotuned operations of the standard library with one tunable set (``REDUCE_SUM`` is the
+#: f32 sum's set of ``reduce``; its other operators and dtypes, and ``transpose``, have one set each:
+#: ``reduction.reduce_set``, ``transpose.transpose_set``).
 TUNABLE_SETS = (REDUCE_SUM, MATMUL)
 
 __all__ = [

@@ -61,19 +61,20 @@ def op_code(op: Any, what: str, allowed: tuple[str, ...] = tuple(OPS)) -> int:
     return OPS[op]
 
 
-def element_type(client: Any, dtype: Any, what: str) -> str:
-    """The dtype name of ``dtype`` when the std ops take it and ``client``'s device declares it."""
+def element_type(client: Any, dtype: Any, what: str, allowed: tuple[str, ...] = DTYPES) -> str:
+    """The dtype name of ``dtype`` when the std op takes it (one of ``allowed``) and ``client``'s
+    device declares it."""
     try:
         name = dtype_of(dtype)
     except Exception as e:
-        raise ValidationError(f"{what}: {dtype!r} is not a dtype; use one of {', '.join(DTYPES)}") from e
-    if name not in DTYPES:
-        raise ValidationError(f"{what}: dtype {name} is not supported; use one of {', '.join(DTYPES)}")
+        raise ValidationError(f"{what}: {dtype!r} is not a dtype; use one of {', '.join(allowed)}") from e
+    if name not in allowed:
+        raise ValidationError(f"{what}: dtype {name} is not supported; use one of {', '.join(allowed)}")
     declared = client.capabilities.dtypes
     if name not in declared:
         raise ValidationError(
             f"{what}: the {client.backend} device does not support {name} (it declares "
-            f"{', '.join(sorted(d for d in declared if d in DTYPES))}); convert the data to one of those"
+            f"{', '.join(sorted(d for d in declared if d in allowed))}); convert the data to one of those"
         )
     return name
 

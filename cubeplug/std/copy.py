@@ -1,49 +1,64 @@
-"""``copy``: copy ``n`` 4-byte elements (f32, i32 or u32: the bits are copied exactly) between handles."""
+"""``copy``: copy ``n`` elements between handles, bit for bit, in any std data dtype.
+
+Written once in :mod:`cubeplug.lang`: :func:`copy_scalar` moves one element at a time (4-byte
+dtypes as ``u32`` words, so that no float load can touch a NaN's payload); :func:`copy_vector`
+moves 16 bytes at a time through ``Vec[u32, 4]`` views, whatever the dtype, and unit 0 moves the
+last elements in the dtype itself.
+"""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
+from cubeplug import lang as cl
 from cubeplug.core.handle import Handle
-from cubeplug.std import checks
-from cubeplug.std.elementwise import Elementwise, Launcher
+from cubeplug.core.kernel import DTYPES
+from cubeplug.lang import Array, Comptime, u32, u32x4
+from cubeplug.std import checks, elementwise
+from cubeplug.std.combine import element_type, lang_type
 
 
-def _copy_py(launch: Any, src: Any, dst: Any, n: Any) -> None:
-    dst[: int(n)] = src[: int(n)]
+@cl.kernel
+def copy_scalar(src: Array[T], dst: Array[T], n: u32, T: Comptime[cl.DType]) -> None:  # type: ignore[name-defined]  # noqa: F821
+    """``dst[:n] = src[:n]``."""
+    for i in range(cl.ABSOLUTE_POS_X, n, cl.CUBE_DIM_X * cl.CUBE_COUNT_X):
+        dst[i] = src[i]
 
 
-def _copy4_py(launch: Any, src4: Any, src: Any, dst4: Any, dst: Any, n: Any) -> None:
-    dst[: int(n)] = src[: int(n)]
+@cl.kernel
+def copy_vector(
+    src4: Array[u32x4], src: Array[T], dst4: Array[u32x4], dst: Array[T], n: u32,  # type: ignore[name-defined]  # noqa: F821
+    PER: Comptime[int], T: Comptime[cl.DType],
+) -> None:
+    """``dst[:n] = src[:n]``: whole vectors (``PER`` elements each) through the views ``src4`` and
+    ``dst4``, then unit 0 copies the last ``n % PER`` elements."""
+    n4 = n // PER
+    for i in range(cl.ABSOLUTE_POS_X, n4, cl.CUBE_DIM_X * cl.CUBE_COUNT_X):
+        dst4[i] = src4[i]
+    if cl.ABSOLUTE_POS_X == 0:
+        for j in range(n4 * PER, n):
+            dst[j] = src[j]
 
 
-@functools.cache
-def launcher() -> Launcher:
-    """The copy kernels (on u32 words, so that every 4-byte dtype is copied bit for bit)."""
-    return Launcher(
-        Elementwise(
-            name="copy",
-            dtype="u32",
-            buffers=(("src", "read"), ("dst", "write")),
-            scalars=(),
-            c_body="dst[i] = src[i];",
-            c_vbody="dst4[i] = src4[i];",
-            wgsl_body="dst[i] = src[i];",
-            wgsl_vbody="dst4[i] = src4[i];",
-            py_scalar=_copy_py,
-            py_vector=_copy4_py,
-        )
-    )
-
-
-def copy(client: Any, src: Handle, n: int, out: Handle | None = None) -> Handle:
-    """Copy the first ``n`` 4-byte elements of ``src`` into ``out`` (new when None); returns ``out``."""
+def copy(client: Any, src: Handle, n: int, out: Handle | None = None, dtype: Any = "f32") -> Handle:
+    """Copy the first ``n`` elements (of ``dtype``: f16, f32, f64, i32, u32, i64, u64 where the device
+    declares it; the bits are copied exactly) of ``src`` into ``out`` (new when None); returns ``out``."""
+    name = element_type(client, dtype, "copy", elementwise.DATA_DTYPES)
     n = checks.count(n)
-    checks.buffer(client, src, 4 * n, "copy: src")
+    size = DTYPES[name].itemsize
+    checks.buffer(client, src, n * size, "copy: src")
     if out is None:
-        out = client.empty(4 * n)
+        out = client.empty(n * size)
     else:
-        checks.buffer(client, out, 4 * n, "copy: out")
-    launcher()(client, (src, out), (), n)
+        checks.buffer(client, out, n * size, "copy: out")
+    if n == 0:
+        return out
+    if elementwise.vector_ok((src, out), n * size):
+        per = elementwise.VECTOR_BYTES // size
+        src4, out4 = elementwise.vectors((src, out), n * size)
+        copy_vector.launch_unchecked(client, elementwise.cubes(n // per), elementwise.CUBE, src4, src, out4,
+                                     out, n, PER=per, T=lang_type(name))
+    else:
+        word = cl.u32 if size == 4 else lang_type(name)
+        copy_scalar.launch_unchecked(client, elementwise.cubes(n), elementwise.CUBE, src, out, n, T=word)
     return out

@@ -1,19 +1,27 @@
 """``reduce``: the sum, product, maximum or minimum of ``n`` elements, in any std dtype, autotuned.
 
 One generic source: :func:`cube_reduce` folds a grid-stride slice of the input into one value per
-unit and then a tree in shared memory into one value per cube; the ``OP`` and ``T`` comptime
-values pick the operator and the element type. Candidates (:func:`reduce_set`, one tunable set per
-operator and dtype):
+unit and then a tree in shared memory into one value per cube; the ``OP``, ``T`` (and for vector
+loads ``V``, ``Vec[T, 4]``) comptime values pick the operator and the element type, ``ILP`` the
+loads in flight per unit. Four kernels call it: a partial per cube or an atomic fold, each with
+scalar or vector loads. Candidates (:func:`reduce_set`, one tunable set per operator and dtype; a
+first pass of partials is followed by one cube over the partials):
 
-* ``tree``: one element per unit before the grid-stride loop wraps; passes of partials per cube
-  until one cube is left.
-* ``tree_x16``: sixteen elements per unit (sixteen times fewer cubes and partials).
-* ``tree_x16_ilp4``: the same with four independent loads in flight per unit.
+* ``tree``: one element per unit before the grid-stride loop wraps, four loads in flight.
+* ``tree_x16``: sixteen elements per unit, one load at a time; ``tree_x16_ilp4``: four in flight.
 * ``resident_ilp4``: four loads in flight, at most one wave of cubes (8 per compute unit, as the
   device reports them), each unit looping over its share of the input.
-* ``atomic_x16_ilp4``: one pass, each cube folding its value into the result with an atomic (sum
-  of f32/i32/u32, max/min of i32/u32) where the device has atomics. The order of f32 additions
-  varies from run to run.
+* ``vec4``, ``vec4_x4``, ``vec4_x16``, ``vec4_x64``: ``Vec[T, 4]`` loads (f32, i32, u32; a 16-byte
+  aligned view of at least 4 elements: the key's ``vec``), 1 / 4 / 16 / 64 vectors per unit, four
+  in flight; ``vec4_resident``: the same with one wave of cubes.
+* ``atomic_x16_ilp4``, ``atomic_vec4_x16``: one pass, each cube folding its value into the result
+  with an atomic (sum of f32/i32/u32, max/min of i32/u32) where the device has atomics. The order
+  of f32 additions varies from run to run.
+
+``reduce_sum`` (:mod:`cubeplug.std.reduce`) is the f32 sum of this set. The language has no plane
+(warp) operations: the cube's tree runs in shared memory on every backend, where the hand-written
+CUDA kernel ended with warp shuffles; the candidates with many elements per unit make the tree's
+share of the time small.
 
 The result has the input's dtype (integer sums and products wrap, as numpy's with ``dtype=``).
 ``max``/``min`` propagate NaN (see :mod:`cubeplug.std.combine`); an empty input is an error for
@@ -35,67 +43,124 @@ from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotun
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, SUM, combine, element_type, identity, lang_type, op_code
-from cubeplug.std.reduce import resident_cubes
+from cubeplug.std.fill import fill_scalar
 
-#: Units per cube of the reductions (a power of two: the tree halves it).
+#: Units per cube of the reductions (a power of two).
 CUBE = 256
-#: log2(CUBE): the steps of the tree.
+#: log2(CUBE) (the steps of the halving trees of argmax and the scan).
 LOG_CUBE = 8
+#: Units that rake the cube's values in :func:`cube_tree` (a warp on NVIDIA), CUBE // RAKE each.
+RAKE = 32
 
 
 @cl.func
 def cube_tree(op: int, T: cl.DType, buf: Array[Any]) -> None:
     """Fold ``buf`` (shared, CUBE long, one value per unit, written by every unit before the call)
-    into ``buf[0]`` with a tree of LOG_CUBE halvings; every unit of the cube calls it (it syncs).
-    The reductions, the reductions along an axis and the scan's block totals all end with it."""
+    into ``buf[0]``; every unit of the cube calls it (it syncs), and after it returns every unit may
+    write ``buf`` again. The reductions, the reductions along an axis and the scan's block totals
+    all end with it.
+
+    A raking fold (CUB's ``BLOCK_REDUCE_RAKING``), not a halving tree: RAKE units fold CUBE // RAKE
+    values each (consecutive units read consecutive words: no bank conflicts), then unit 0 folds
+    the RAKE results; three barriers where the tree of LOG_CUBE halvings had nine. Barriers are
+    what such a tree costs (the hand-written CUDA kernel ended with warp shuffles instead, which
+    the language does not have)."""
     u = cl.UNIT_POS_X
     cl.sync_cube()  # every unit's value is in buf
-    for k in cl.unroll(range(LOG_CUBE)):
-        # (CUBE >> (k + 1)) written out: a local assigned here would be a runtime i32 when a
-        # caller's runtime loop holds the call (axis.py), not the comptime int that compares with u32.
-        if u < (CUBE >> (k + 1)):
-            buf[u] = combine(op, T, buf[u], buf[u + (CUBE >> (k + 1))])
-        cl.sync_cube()
+    if u < RAKE:
+        acc = buf[u]
+        for k in cl.unroll(range(1, CUBE // RAKE)):
+            acc = combine(op, T, acc, buf[u + k * RAKE])
+        buf[u] = acc
+    cl.sync_cube()
+    if u == 0:
+        total = buf[0]
+        for k in cl.unroll(range(1, RAKE)):
+            total = combine(op, T, total, buf[k])
+        buf[0] = total
+    cl.sync_cube()  # buf[1:RAKE] read before any unit writes buf again (callers loop: axis, scan)
 
 
 @cl.func
-def cube_reduce(op: int, T: cl.DType, x: Array[Any], n: int, buf: Array[Any], ilp: int) -> None:
-    """Fold ``x[ABSOLUTE_POS_X::stride][:n]`` into ``buf[0]`` for the cube (``buf`` shared, CUBE long).
+def fold(op: int, T: cl.DType, E: cl.DType, acc: Any, v: Any) -> Any:
+    """``acc op v`` for an element ``v`` of type ``E``: ``T`` itself, or a ``Vec[T, 4]`` whose lanes
+    are folded pairwise first (``(v.x op v.y) op (v.z op v.w)``, as the hand-written float4 loop)."""
+    if E.lanes == 4:
+        return combine(op, T, acc, combine(op, T, combine(op, T, v.x, v.y), combine(op, T, v.z, v.w)))
+    return combine(op, T, acc, v)
 
-    ``ilp`` loads per unit are issued together before they are folded (independent, unguarded
-    loads stay in flight at once; a guarded tail loop takes the rest). A unit without elements
-    starts from ``x[0]`` for max/min, which is an element of the input and so changes nothing (no
-    -inf literal needed), and from the identity for sum/prod.
+
+@cl.func
+def cube_reduce(
+    op: int, T: cl.DType, E: cl.DType, x: Array[Any], items: Any, xs: Array[Any], n: Any, buf: Array[Any],
+    ilp: int,
+) -> None:
+    """Fold the cube's grid-stride share of the ``n`` elements into ``buf[0]`` (``buf`` shared, CUBE long).
+
+    ``x`` holds ``items`` elements of type ``E``: the scalars themselves (``x`` is ``xs``), or
+    ``Vec[T, 4]`` vectors over the first ``4 * items`` scalars of ``xs``, whose last ``n % 4`` unit 0
+    of cube 0 adds. ``ilp`` loads per unit are issued together before they are folded (independent,
+    unguarded loads stay in flight at once; a guarded tail loop takes the rest). A unit without
+    elements starts from ``xs[0]`` for max/min, which is an element of the input and so changes
+    nothing (no -inf literal needed), and from the identity for sum/prod.
     """
     acc = T(0)
     if op == PROD:
         acc = T(1)
     if op >= MAX:
-        acc = x[0]
+        acc = xs[0]
     stride = cl.CUBE_DIM_X * cl.CUBE_COUNT_X
     i = cl.ABSOLUTE_POS_X
     if ilp > 1:
-        vals = cl.local(T, ilp)
-        while i + (ilp - 1) * stride < n:
+        vals = cl.local(E, ilp)
+        while i + (ilp - 1) * stride < items:
             for k in cl.unroll(range(ilp)):
                 vals[k] = x[i + k * stride]
             for k in cl.unroll(range(ilp)):
-                acc = combine(op, T, acc, vals[k])
+                acc = fold(op, T, E, acc, vals[k])
             i += ilp * stride
-    while i < n:
-        acc = combine(op, T, acc, x[i])
+    while i < items:
+        acc = fold(op, T, E, acc, x[i])
         i += stride
+    if E.lanes == 4:  # noqa: SIM102 (a comptime branch around a runtime one: folded when lowered)
+        if cl.ABSOLUTE_POS_X == 0:
+            for j in range(items * 4, n):
+                acc = combine(op, T, acc, xs[j])
     buf[cl.UNIT_POS_X] = acc
     cube_tree(op, T, buf)
+
+
+@cl.func
+def fold_atomic(op: int, out: Array[Any], v: Any) -> None:
+    """Fold the cube's value ``v`` into ``out[0]`` with the atomic of ``op`` (see :func:`atomic_ok`)."""
+    if op == SUM:
+        cl.atomic_add(out, 0, v)
+    elif op == MAX:
+        cl.atomic_max(out, 0, v)
+    else:
+        cl.atomic_min(out, 0, v)
 
 
 @cl.kernel
 def reduce_pass(
     x: Array[T], out: Array[T], n: u32, OP: Comptime[int], ILP: Comptime[int], T: Comptime[cl.DType],  # type: ignore[name-defined]  # noqa: F821
 ) -> None:
-    """One partial per cube: ``out[CUBE_POS_X]``."""
+    """One partial per cube: ``out[CUBE_POS_X]``; scalar loads."""
     buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, x, n, buf, ILP)
+    cube_reduce(OP, T, T, x, n, x, n, buf, ILP)
+    if cl.UNIT_POS_X == 0:
+        out[cl.CUBE_POS_X] = buf[0]
+
+
+@cl.kernel
+def reduce_pass_vec(
+    x4: Array[V], x: Array[T], out: Array[T], n: u32, OP: Comptime[int], ILP: Comptime[int],  # type: ignore[name-defined]  # noqa: F821
+    T: Comptime[cl.DType], V: Comptime[cl.DType],
+) -> None:
+    """One partial per cube: ``out[CUBE_POS_X]``; ``V`` (``Vec[T, 4]``) loads through ``x4``, a view
+    of the first ``4 * (n // 4)`` elements of ``x``."""
+    buf = cl.shared(T, CUBE)
+    cube_reduce(OP, T, V, x4, n >> 2, x, n, buf, ILP)
     if cl.UNIT_POS_X == 0:
         out[cl.CUBE_POS_X] = buf[0]
 
@@ -107,50 +172,93 @@ def reduce_atomic(
 ) -> None:
     """Every cube folds its value into ``out[0]`` atomically (``out`` holds the identity first)."""
     buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, x, n, buf, ILP)
+    cube_reduce(OP, T, T, x, n, x, n, buf, ILP)
     if cl.UNIT_POS_X == 0:
-        if OP == SUM:
-            cl.atomic_add(out, 0, buf[0])
-        elif OP == MAX:
-            cl.atomic_max(out, 0, buf[0])
-        else:
-            cl.atomic_min(out, 0, buf[0])
+        fold_atomic(OP, out, buf[0])
 
 
-def tree(op: int, name: str, per_unit: int, ilp: int = 1, resident: bool = False) -> Any:
-    """A strategy: partials per cube (``per_unit`` elements per unit, ``ilp`` loads in flight per
-    unit; ``resident``: at most one wave of cubes), pass after pass, until one."""
-    T = lang_type(name)
-    size = DTYPES[name].itemsize
-
-    def run(client: Any, x: Handle, n: int) -> Handle:
-        while True:
-            cubes = checks.groups(n, CUBE * per_unit)
-            if resident:
-                # One wave, but no more than 32768 elements per unit: lavapipe ends a shader
-                # loop after 65535 iterations, silently.
-                cubes = min(cubes, max(resident_cubes(client), checks.groups(n, CUBE * 32768)))
-            out: Handle = client.empty(size * cubes)
-            reduce_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, ILP=ilp, T=T)
-            if cubes == 1:
-                return out
-            x, n = out, cubes
-
-    return run
+@cl.kernel
+def reduce_atomic_vec(
+    x4: Array[V], x: Array[T], out: Array[cl.Atomic[T]], n: u32, OP: Comptime[int], ILP: Comptime[int],  # type: ignore[name-defined]  # noqa: F821
+    T: Comptime[cl.DType], V: Comptime[cl.DType],
+) -> None:
+    """:func:`reduce_atomic` with ``V`` loads, as :func:`reduce_pass_vec`."""
+    buf = cl.shared(T, CUBE)
+    cube_reduce(OP, T, V, x4, n >> 2, x, n, buf, ILP)
+    if cl.UNIT_POS_X == 0:
+        fold_atomic(OP, out, buf[0])
 
 
-def atomic(op: int, name: str, per_unit: int, ilp: int) -> Any:
-    """A strategy: one pass, each cube's value folded into the result atomically."""
-    T = lang_type(name)
-    start = np.array([identity(op, name)])
+#: Element types whose 16-byte vectors the language has (``Vec[T, 4]``).
+VECTOR_DTYPES = ("f32", "i32", "u32")
+#: Loads in flight per unit of every candidate but ``tree_x16`` (the hand-written loops kept four).
+ILP = 4
 
-    def run(client: Any, x: Handle, n: int) -> Handle:
-        out: Handle = client.create(start)
-        cubes = checks.groups(n, CUBE * per_unit)
-        reduce_atomic.launch_unchecked(client, CubeCount(cubes), CUBE, x, out, n, OP=op, ILP=ilp, T=T)
-        return out
 
-    return run
+def resident_cubes(client: Any) -> int:
+    """Cubes that fill the device once: 8 per compute unit (SM) when the device says how many it has."""
+    props = client.properties
+    units = props.get("sm_count") or props.get("compute_units") or 128
+    return 8 * int(units)
+
+
+def _bind(x: Handle, n: int, vector: bool) -> tuple[tuple[Handle, ...], int]:
+    """The input bindings of a first pass and how many load items (scalars or vectors) there are."""
+    if vector:
+        n4 = n >> 2
+        return (checks.prefix(x, n4 * 16), x), n4  # VECTOR_DTYPES are 4-byte: 16 B a vector
+    return (x,), n
+
+
+class Strategy:
+    """One candidate: ``per_unit`` load items per unit before the grid-stride loop wraps (which sets
+    the cube count), ``ilp`` loads in flight, scalar or ``Vec[T, 4]`` loads; then either a partial
+    per cube and one cube over the partials (``atomic`` False; ``resident`` caps the first pass at
+    one wave of the device), or every cube's value folded into the result atomically."""
+
+    def __init__(self, op: int, name: str, per_unit: int, ilp: int, vector: bool = False,
+                 atomic: bool = False, resident: bool = False) -> None:
+        self.op, self.name, self.per_unit, self.ilp = op, name, per_unit, ilp
+        self.vector, self.atomic, self.resident = vector, atomic, resident
+        self.size = DTYPES[name].itemsize
+        T = lang_type(name)
+        # The comptime values, built once: the launch path only binds handles and counts.
+        self.comptime = {"OP": op, "ILP": ilp, "T": T}
+        if vector:
+            self.comptime["V"] = lang_type(f"{name}x4")
+        self.kernel = (reduce_atomic_vec if vector else reduce_atomic) if atomic else (
+            reduce_pass_vec if vector else reduce_pass)
+        self.start = identity(op, name)  # a numpy scalar of the dtype: the launch takes it as is
+
+    def cubes(self, client: Any, items: int) -> int:
+        """Cubes of the first pass over ``items`` load items."""
+        cubes = checks.groups(items, CUBE * self.per_unit)
+        if self.resident:
+            # One wave, but no more than 32768 items per unit: lavapipe ends a shader loop after
+            # 65535 iterations, silently.
+            cubes = min(cubes, max(resident_cubes(client), checks.groups(items, CUBE * 32768)))
+        return cubes
+
+    def __call__(self, client: Any, x: Handle, n: int) -> Handle:
+        bound, items = _bind(x, n, self.vector)
+        cubes = self.cubes(client, items)
+        if self.atomic:
+            # The identity written by a kernel, not uploaded (a host copy would wait for the device),
+            # and launched directly: fill's checks would be per-call work on values known here.
+            out: Handle = client.empty(self.size)
+            fill_scalar.launch_unchecked(client, CubeCount(1), CUBE, out, self.start, 1, T=self.comptime["T"])
+            self.kernel.launch_unchecked(client, CubeCount(cubes), CUBE, *bound, out, n, **self.comptime)
+            return out
+        out = client.empty(self.size * cubes)
+        self.kernel.launch_unchecked(client, CubeCount(cubes), CUBE, *bound, out, n, **self.comptime)
+        if cubes == 1:
+            return out
+        # One cube over the partials (at most MAX_GROUPS of them: 256 per unit), as the hand-written
+        # second pass: one launch more, not a chain of them.
+        total: Handle = client.empty(self.size)
+        reduce_pass.launch_unchecked(client, CubeCount(1), CUBE, out, total, cubes, OP=self.op, ILP=ILP,
+                                     T=self.comptime["T"])
+        return total
 
 
 def atomic_ok(op: int, name: str) -> bool:
@@ -161,8 +269,9 @@ def atomic_ok(op: int, name: str) -> bool:
 
 
 def reduce_key(client: Any, level: str, x: Handle, n: int) -> AutotuneKey:
-    """The tuning key: the anchored count."""
-    return AutotuneKey(("n", anchor(n, level, checks.MAX_ELEMENTS)))
+    """The tuning key: the anchored count, and whether 16-byte vector loads are possible (an aligned
+    view of at least 4 elements): the vector candidates apply only then."""
+    return AutotuneKey(("n", anchor(n, level, checks.MAX_ELEMENTS)), ("vec", checks.vector_ok(x, n)))
 
 
 def host_reduce(op: int, host: np.ndarray) -> Any:
@@ -179,9 +288,6 @@ def reduce_set(op: int, name: str) -> TunableSet:
     """The tunable set of ``op`` on ``name`` (cached: one tuner per operation and dtype)."""
     dt = DTYPES[name]
 
-    def has_atomics(client: Any, key: AutotuneKey) -> bool:
-        return bool(client.capabilities.atomics)
-
     def reference(client: Any, x: Handle, n: int) -> Handle:
         host = client.to_numpy(checks.prefix(x, n * dt.itemsize), name)
         made: Handle = client.create(np.array([host_reduce(op, host)], dtype=dt))
@@ -193,22 +299,47 @@ def reduce_set(op: int, name: str) -> TunableSet:
         if dt.kind != "f" or op in (MAX, MIN):
             same = want == have or (np.isnan(want) and np.isnan(have)) if dt.kind == "f" else want == have
             return None if same else f"{have!r}, reference {want!r}"
-        # Float sums and products: the order of the operations differs; allow its rounding.
+        # Float sums and products: the order of the operations differs; allow its rounding (of a
+        # sum: relative to the sum of magnitudes, which bounds it under cancellation).
         scale = abs(float(want)) + 1.0
+        if op == SUM:
+            host = client.to_numpy(checks.prefix(x, n * dt.itemsize), name)
+            scale = float(np.abs(host).sum(dtype=np.float64)) + 1.0
         tol = 1e-2 if name == "f16" else 1e-4
         return None if abs(float(have) - float(want)) <= tol * scale * np.log2(n + 2) else (
             f"{have!r}, reference {want!r}")
 
+    def vector(client: Any, key: AutotuneKey) -> bool:
+        return bool(key["vec"])
+
+    def has_atomics(client: Any, key: AutotuneKey) -> bool:
+        return bool(client.capabilities.atomics)
+
+    def vector_atomics(client: Any, key: AutotuneKey) -> bool:
+        return bool(key["vec"]) and bool(client.capabilities.atomics)
+
+    # Names of the hand-written candidates they replaced (bench/reference/hand_reduce.py) where the
+    # strategy is the same: tree, vec4*, atomic_vec4_x16; tree_x16_ilp4 and atomic_x16_ilp4 are
+    # hand-written tree_x16 and atomic_x16 (whose loops kept four loads in flight).
     tunables = [
-        Tunable("tree", tree(op, name, 1), priority=2),
-        Tunable("tree_x16", tree(op, name, 16), priority=2),
-        Tunable("tree_x16_ilp4", tree(op, name, 16, ilp=4), priority=2),
-        Tunable("resident_ilp4", tree(op, name, 4, ilp=4, resident=True), priority=1),
+        Tunable("tree", Strategy(op, name, 1, ILP), priority=0),
+        Tunable("tree_x16", Strategy(op, name, 16, 1), priority=0),
+        Tunable("tree_x16_ilp4", Strategy(op, name, 16, ILP), priority=2),
+        Tunable("resident_ilp4", Strategy(op, name, 4, ILP, resident=True), priority=1),
     ]
     if atomic_ok(op, name):
-        tunables.append(
-            Tunable("atomic_x16_ilp4", atomic(op, name, 16, 4), priority=1, applicable=has_atomics)
-        )
+        tunables.append(Tunable("atomic_x16_ilp4", Strategy(op, name, 16, ILP, atomic=True), priority=1,
+                                applicable=has_atomics))
+    if name in VECTOR_DTYPES:
+        for label, per_unit, priority in (("vec4", 1, 1), ("vec4_x4", 4, 2), ("vec4_x16", 16, 2),
+                                          ("vec4_x64", 64, 1)):
+            tunables.append(Tunable(label, Strategy(op, name, per_unit, ILP, vector=True), priority=priority,
+                                    applicable=vector))
+        tunables.append(Tunable("vec4_resident", Strategy(op, name, 4, ILP, vector=True, resident=True),
+                                priority=2, applicable=vector))
+        if atomic_ok(op, name):
+            tunables.append(Tunable("atomic_vec4_x16", Strategy(op, name, 16, ILP, vector=True, atomic=True),
+                                    priority=1, applicable=vector_atomics))
     return TunableSet(f"std.reduce.{name}.{op}", tunables, reduce_key, compare=compare, reference=reference)
 
 

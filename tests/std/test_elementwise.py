@@ -1,4 +1,5 @@
-"""fill, copy and axpy on every backend: scalar and float4 paths, tails, views, and bad arguments."""
+"""fill, copy and axpy on every backend, every dtype the device declares: the scalar and the vector
+kernels, tails, views (aligned and not), bit-exact special values, and bad arguments."""
 
 from __future__ import annotations
 
@@ -8,8 +9,17 @@ import numpy as np
 import pytest
 
 from cubeplug import ValidationError, std
+from cubeplug.std.elementwise import DATA_DTYPES, FLOAT_DTYPES
 
 SIZES = (0, 1, 3, 4, 5, 8, 255, 1027, 70001)
+NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, "u32": np.uint32,
+      "i64": np.int64, "u64": np.uint64}
+
+
+def _dtype(client: Any, name: str) -> np.dtype[Any]:
+    if name not in client.capabilities.dtypes:
+        pytest.skip(f"the device does not declare {name}")
+    return np.dtype(NP[name])
 
 
 def _offset(client: Any) -> int:
@@ -17,16 +27,37 @@ def _offset(client: Any) -> int:
     return max(16, client.capabilities.offset_alignment)
 
 
-@pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("dtype", ["f32", "i32", "u32"])
-def test_fill_sets_exactly_the_first_n_elements(client: Any, n: int, dtype: str) -> None:
-    np_dtype = np.dtype({"f32": np.float32, "i32": np.int32, "u32": np.uint32}[dtype])
-    h = client.create(np.full(n + 7, 9, np_dtype))
-    assert std.fill(client, h, n, 3, dtype) is h
-    got = client.to_numpy(h, np_dtype)
-    expected = np.full(n + 7, 9, np_dtype)
-    expected[:n] = 3
-    np.testing.assert_array_equal(got, expected)
+def _bits(dt: np.dtype[Any], n: int) -> np.ndarray:
+    """``n`` elements of ``dt`` with varied bit patterns, NaN payloads and -0.0 among them for floats."""
+    raw = np.arange(n * dt.itemsize, dtype=np.uint64) * np.uint64(2654435761) >> np.uint64(7)
+    raw = raw.astype(np.uint8)
+    x = raw.view(dt).copy()
+    if dt.kind == "f" and n >= 2:
+        x[0] = -0.0
+        x[1:2].view(f"u{dt.itemsize}")[0] = (1 << (8 * dt.itemsize - 1)) - 1  # a NaN with a payload
+    return x
+
+
+@pytest.mark.parametrize("name", DATA_DTYPES)
+def test_fill_sets_exactly_the_first_n_elements(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    for n in SIZES:
+        h = client.create(np.full(n + 7, 9, dt))
+        assert std.fill(client, h, n, 3, name) is h
+        expected = np.full(n + 7, 9, dt)
+        expected[:n] = 3
+        np.testing.assert_array_equal(client.to_numpy(h, dt), expected)
+
+
+@pytest.mark.parametrize("name", ("f16", "f32", "f64"))
+def test_fill_with_special_values_is_bit_exact(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    for value in (-0.0, np.inf, np.nan):
+        for n in (3, 1027):  # scalar (less than a vector) and vector with a tail
+            h = client.create(np.ones(n, dt))
+            std.fill(client, h, n, value, name)
+            want = np.full(n, value, dt).view(f"u{dt.itemsize}")
+            np.testing.assert_array_equal(client.to_numpy(h, dt).view(f"u{dt.itemsize}"), want)
 
 
 def test_fill_of_a_view_leaves_the_rest_alone(client: Any) -> None:
@@ -38,14 +69,15 @@ def test_fill_of_a_view_leaves_the_rest_alone(client: Any) -> None:
     assert (got[off // 4 + 50 :] == 0).all()
 
 
-@pytest.mark.parametrize("n", SIZES)
-def test_copy_is_bit_exact_into_a_new_handle(client: Any, n: int) -> None:
-    bits = np.arange(n, dtype=np.uint32) * np.uint32(2654435761)
-    bits[: min(n, 2)] = 0x7FC00001  # a NaN payload must survive
-    src = client.create(bits)
-    out = std.copy(client, src, n)
-    assert out.size == 4 * n
-    np.testing.assert_array_equal(client.to_numpy(out, "u32"), bits)
+@pytest.mark.parametrize("name", DATA_DTYPES)
+def test_copy_is_bit_exact_into_a_new_handle(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    for n in SIZES:
+        bits = _bits(dt, n)
+        out = std.copy(client, client.create(bits), n, dtype=name)
+        assert out.size == n * dt.itemsize
+        got = client.to_numpy(out, dt) if n else np.zeros(0, dt)
+        np.testing.assert_array_equal(got.view(np.uint8), bits.view(np.uint8))
 
 
 def test_copy_into_a_given_handle_and_between_views(client: Any) -> None:
@@ -58,32 +90,72 @@ def test_copy_into_a_given_handle_and_between_views(client: Any) -> None:
     assert (got[: off // 4] == 0).all() and (got[off // 4 + 37 :] == 0).all()
 
 
-@pytest.mark.parametrize("n", SIZES)
-def test_axpy_matches_numpy(client: Any, n: int) -> None:
-    rng = np.random.default_rng(n)
-    x = rng.standard_normal(n + 3).astype(np.float32)
-    y = rng.standard_normal(n + 3).astype(np.float32)
+def test_views_that_are_not_16_byte_aligned_take_the_scalar_kernels(client: Any) -> None:
+    if client.capabilities.offset_alignment % 16 == 0 and client.capabilities.offset_alignment > 1:
+        pytest.skip("this backend binds views only at 16-byte aligned offsets")
+    off = client.capabilities.offset_alignment if client.capabilities.offset_alignment > 1 else 4
+    n = 1027
+    base = np.arange(off // 4 + n, dtype=np.float32)
+    src, dst = client.create(base), client.create(np.zeros_like(base))
+    std.copy(client, src.offset_start(off), n, out=dst.offset_start(off))
+    np.testing.assert_array_equal(client.to_numpy(dst, "f32")[off // 4 :], base[off // 4 :])
+    std.fill(client, dst.offset_start(off), n - 1, 2.5)
+    got = client.to_numpy(dst, "f32")
+    assert (got[off // 4 : -1] == 2.5).all() and got[-1] == base[-1] and (got[: off // 4] == 0).all()
+    std.axpy(client, 2.0, src.offset_start(off), dst.offset_start(off), n)
+    np.testing.assert_array_equal(client.to_numpy(dst, "f32")[off // 4 :], np.float32(2) * base[off // 4 :]
+                                  + got[off // 4 :])
+
+
+@pytest.mark.parametrize("name", FLOAT_DTYPES)
+def test_axpy_matches_numpy(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    for n in SIZES:
+        rng = np.random.default_rng(n)
+        x = rng.standard_normal(n + 3).astype(dt)
+        y = rng.standard_normal(n + 3).astype(dt)
+        hy = client.create(y)
+        assert std.axpy(client, 0.75, client.create(x), hy, n, dtype=name) is hy
+        expected = y.copy()
+        expected[:n] = dt.type(0.75) * x[:n] + y[:n]
+        tol = 2e-3 if name == "f16" else 1e-6
+        np.testing.assert_allclose(client.to_numpy(hy, dt), expected, rtol=tol, atol=tol)
+
+
+def test_axpy_propagates_inf_and_nan(client: Any) -> None:
+    x = np.array([np.inf, 1, np.nan, 1, 1, -np.inf, 2], np.float32)
+    y = np.array([1, np.inf, 1, 1, 1, np.inf, np.nan], np.float32)
     hy = client.create(y)
-    assert std.axpy(client, 0.75, client.create(x), hy, n) is hy
-    expected = y.copy()
-    expected[:n] = np.float32(0.75) * x[:n] + y[:n]
-    np.testing.assert_allclose(client.to_numpy(hy, "f32"), expected, rtol=1e-6, atol=1e-6)
+    std.axpy(client, 2.0, client.create(x), hy, 7)
+    with np.errstate(invalid="ignore"):  # inf - inf, on purpose
+        expected = np.float32(2) * x + y
+    np.testing.assert_array_equal(client.to_numpy(hy, "f32"), expected)
 
 
 def test_bad_arguments_raise_validation_errors_and_the_client_keeps_working(client: Any) -> None:
     h = client.create(np.zeros(16, np.float32))
     with pytest.raises(ValidationError, match="needs 128 B"):
         std.fill(client, h, 32, 1.0)
+    with pytest.raises(ValidationError, match="needs 128 B"):
+        std.copy(client, h, 16, dtype="f64")
     with pytest.raises(ValidationError, match="int element count"):
         std.copy(client, h, 2.5)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match=">= 0"):
         std.axpy(client, 1.0, h, h, -1)
-    with pytest.raises(ValidationError, match="fill supports"):
-        std.fill(client, h, 4, 1.0, "f64")
+    with pytest.raises(ValidationError, match="not supported"):
+        std.fill(client, h, 4, 1.0, "i8")
+    with pytest.raises(ValidationError, match="not supported"):
+        std.axpy(client, 1.0, h, h, 4, dtype="i32")
+    with pytest.raises(ValidationError, match="not a dtype"):
+        std.copy(client, h, 4, dtype="float33")
     with pytest.raises(ValidationError, match="not a number"):
         std.axpy(client, "two", h, h, 4)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="Handle"):
         std.copy(client, np.zeros(4, np.float32), 4)  # type: ignore[arg-type]
+    missing = [d for d in DATA_DTYPES if d not in client.capabilities.dtypes]
+    if missing:
+        with pytest.raises(ValidationError, match="does not support"):
+            std.fill(client, h, 2, 0, missing[0])
     std.fill(client, h, 16, 2.0)
     assert (client.to_numpy(h, "f32") == 2.0).all()
 
