@@ -96,8 +96,9 @@ def _and(*masks: Mask) -> Mask:
 
 
 def _own(v: Any) -> Any:
-    """``v`` not sharing memory with an array (a load may be a view of one)."""
-    return v.copy() if isinstance(v, np.ndarray) and v.base is not None else v
+    """``v`` not sharing memory with an array a store may change (a load may be a view of one).
+    A read-only view (a broadcast constant vector, or a view of an array nothing writes) is kept."""
+    return v.copy() if isinstance(v, np.ndarray) and v.base is not None and v.flags.writeable else v
 
 
 class _Run:
@@ -200,7 +201,9 @@ class _Run:
         ty = self.types[s.var]
         start, step = self.eval(s.start), self.eval(s.step)
         if m is None:
-            self.env[s.var] = self.full(start)
+            # A ramp start (a grid-stride loop from ABSOLUTE_POS_X) stays a ramp while every lane
+            # steps on together, so the body's accesses through it are slices.
+            self.env[s.var] = start if isinstance(start, Ramp) else self.full(start)
         else:
             self.env[s.var] = np.where(m, self.full(start), self.full(self.env[s.var])).astype(ty.np)
         down = isinstance(s.step, ir.Const) and s.step.value < 0
@@ -218,11 +221,18 @@ class _Run:
                 if not go.any():
                     break
                 self.stop = self.brk.copy()
-                self.block(body, go)
+                # Every lane on: run the body unmasked, so ramps and scalars assigned in it stay so.
+                self.block(body, None if m is None and self.alive is None and go.all() else go)
                 if rf is not None:
                     inc = self.mask(_and(go, ~self.brk, self.alive))
                     ty = self.types[rf.var]
-                    cur = self.full(self.env[rf.var])
+                    cur = self.env[rf.var]
+                    if isinstance(cur, Ramp) and (by := lanes.as_int(step)) is not None and inc.all():
+                        nxt = lanes.make(cur.start + by, cur.step, cur.n, cur.dtype)
+                        if nxt is not None:  # else the values wrap: the array arithmetic below
+                            self.env[rf.var] = nxt
+                            continue
+                    cur = self.full(cur)
                     self.env[rf.var] = np.where(inc, semantics.binary_raw("+", cur, step, ty), cur)
         finally:
             self.brk, self.stop = saved
@@ -235,6 +245,8 @@ class _Run:
             if k == 0:
                 return
             sel = _and(m, None if s.guard is None else self.full(self.eval(s.guard)))
+            if sel is not None and sel[:k].all():  # a masked copy costs several plain ones
+                sel = None
             dst = arr[idx.start:idx.start + k]
             if sel is None and k == self.n and isinstance(s.value, ir.BinOp):  # y[i] = y[i] + ...
                 val = self.binop(s.value, dst)
@@ -377,7 +389,12 @@ class _Run:
         if isinstance(e, ir.Load):
             return self.load(e)
         if isinstance(e, ir.VecNew):
-            lanes_ = [self.full(self.eval(a)) for a in e.args]
+            vals = [self.eval(a) for a in e.args]
+            if all(np.ndim(v) == 0 and not isinstance(v, Ramp) for v in vals):
+                # The same vector in every lane: a read-only broadcast view, not n copies.
+                one = np.array([vals * e.ty.lanes if len(vals) == 1 else vals], e.ty.np)
+                return np.broadcast_to(one, (self.n, e.ty.lanes))
+            lanes_ = [self.full(v) for v in vals]
             if len(lanes_) == 1:
                 lanes_ = lanes_ * e.ty.lanes
             return np.stack(lanes_, axis=1).astype(e.ty.np, copy=False)
