@@ -123,6 +123,8 @@ class _Run:
             if a.atomic and a.elem.is_float:  # bound as u32
                 arr = arr.view(a.elem.np)
             self.mem[a.name] = (arr, None, len(arr))
+        #: Per-unit (``cl.local``) arrays: unit j's element k is at ``j * size + k``.
+        self.private = frozenset(d.name for d in k.decls if d.space != "shared")
         for d in k.decls:
             lane = np.arange(n, dtype=np.int64)
             rows = (c1 - c0) if d.space == "shared" else n
@@ -261,6 +263,14 @@ class _Run:
             else:
                 np.copyto(dst, src, where=_rows(sel[:k], dst), casting="unsafe")
             return
+        column = self.column(s.array, idx, s.guard)
+        if column is not None:  # a private array at one constant index: a strided view
+            val = self.full(self.eval(s.value))
+            if m is None:
+                column[...] = val
+            else:
+                np.copyto(column, val, where=_rows(m, column), casting="unsafe")
+            return
         arr, addr, ok = self.address(s.array, idx, s.guard)
         sel = ok if m is None else m & ok
         arr[addr[sel]] = self.full(self.eval(s.value))[sel]
@@ -306,6 +316,17 @@ class _Run:
             v = self.builtins[name] = lanes.position(name, self.count, self.dims, self.c0, self.c1)
         return v
 
+    def column(self, name: str, index: Any, guard: ir.Expr | None) -> np.ndarray | None:
+        """Every unit's element ``index`` of the private array ``name`` as a strided view, when
+        ``index`` is one in-bounds constant for every lane and nothing guards the access; else None."""
+        if name not in self.private or guard is not None:
+            return None
+        k = lanes.as_int(index) if not isinstance(index, int) else index
+        arr, _, size = self.mem[name]
+        if k is None or not 0 <= k < size:
+            return None
+        return arr[k::size]
+
     def address(self, name: str, index: Any, guard: ir.Expr | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         arr, base, size = self.mem[name]
@@ -330,6 +351,9 @@ class _Run:
             if e.guard is not None:
                 got = np.where(_rows(self.full(self.eval(e.guard)), got), got, e.ty.np.type(0))
             return got
+        column = self.column(e.array, idx, e.guard)
+        if column is not None:
+            return column
         arr, addr, ok = self.address(e.array, idx, e.guard)
         if len(arr) == 0:
             return np.zeros(_shape(self.n, e.ty), e.ty.np)
