@@ -36,6 +36,7 @@ from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, CubeCount
 from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotune
 from cubeplug.lang import Array, Comptime, u32
+from cubeplug.lang.types import Vec
 from cubeplug.std import checks
 from cubeplug.std.combine import element_type, lang_type
 
@@ -51,7 +52,7 @@ VECTOR_DTYPES = ("f32", "i32", "u32")
 # ran 2.2x the time of the hand WGSL (which reads them once) at 128^3, 0.9x with the copies.
 @cl.kernel
 def matmul_naive(
-    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[valid-type]  # noqa: F821
+    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType],
 ) -> None:
     """One unit per output element."""
@@ -69,7 +70,7 @@ def matmul_naive(
 
 @cl.kernel
 def matmul_tiled(
-    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[valid-type]  # noqa: F821
+    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], TILE: Comptime[int], RPT: Comptime[int],
 ) -> None:
     """Square TILE x TILE tiles of A and B in shared memory (as ACC); TILE x TILE / RPT units,
@@ -141,7 +142,7 @@ def mad(ACC: cl.DType, acc: Array[Any], z: int, a: Any, b: Any) -> None:
 
 @cl.kernel
 def matmul_reg(
-    a: Array[IO], b: Array[IO], c: Array[IO], m_: u32, n_: u32, k_: u32,  # type: ignore[valid-type]  # noqa: F821
+    a: Array[IO], b: Array[IO], c: Array[IO], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], IO: Comptime[cl.DType],
     W: Comptime[int], VIO: Comptime[int],
     BM: Comptime[int], BN: Comptime[int], BK: Comptime[int], TM: Comptime[int], TN: Comptime[int],
@@ -269,10 +270,11 @@ def types_of(name: str, vec: bool) -> dict[str, Any]:
     """The comptime types of dtype ``name``: T, ACC (f32 for f16), and for the register-blocked
     kernel V (4-lane ACC vectors where the language has them) and IO (float4s when ``vec``)."""
     t = lang_type(name)
-    acc = cl.f32 if name == "f16" else t
+    acc = lang_type("f32" if name == "f16" else name)
     width = 4 if acc.name in VECTOR_DTYPES else 1
-    return {"T": t, "ACC": acc, "V": cl.Vec[acc, width] if width > 1 else acc, "W": width,
-            "IO": cl.Vec[t, 4] if vec else t, "VIO": 4 if vec else 1}
+    # The run-time Vec (as types.py builds f32x4): to a type checker cl.Vec[...] is a type.
+    return {"T": t, "ACC": acc, "V": Vec.__class_getitem__((acc, width)) if width > 1 else acc, "W": width,
+            "IO": Vec.__class_getitem__((t, 4)) if vec else t, "VIO": 4 if vec else 1}
 
 
 NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
@@ -346,11 +348,12 @@ def host_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """numpy's product in the kernels' arithmetic: floats in f64 rounded to the dtype (f16 too:
     the kernels accumulate it in f32), integers wrapped to their width."""
     dt = lhs.dtype
-    if dt.kind == "f":
-        return (lhs.astype(np.float64) @ rhs.astype(np.float64)).astype(dt)
-    wide = np.int64 if dt.kind == "i" else np.uint64
-    # 64-bit products and sums wrap modulo 2^64, which keeps them exact modulo 2^32.
-    return (lhs.astype(wide) @ rhs.astype(wide)).astype(dt)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs give what IEEE gives
+        if dt.kind == "f":
+            return (lhs.astype(np.float64) @ rhs.astype(np.float64)).astype(dt)
+        wide = np.int64 if dt.kind == "i" else np.uint64
+        # 64-bit products and sums wrap modulo 2^64, which keeps them exact modulo 2^32.
+        return (lhs.astype(wide) @ rhs.astype(wide)).astype(dt)
 
 
 def tolerance(dt: np.dtype[Any], want: np.ndarray, k: int) -> float:
@@ -360,7 +363,7 @@ def tolerance(dt: np.dtype[Any], want: np.ndarray, k: int) -> float:
     eps = {2: 2e-3, 4: 1e-5, 8: 1e-12}[dt.itemsize]
     finite = want[np.isfinite(want)]
     scale = float(np.max(np.abs(finite))) if finite.size else 0.0
-    return eps * (scale + 1.0) * np.sqrt(k + 1.0)
+    return eps * (scale + 1.0) * float(np.sqrt(k + 1.0))
 
 
 def _compare(
