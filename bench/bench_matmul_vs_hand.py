@@ -6,7 +6,8 @@ Per backend:
 
 * ``candidates``: every f32 candidate of ``std.matmul.MATMUL`` (the lang kernel, launched as std
   launches it) against its hand twin (``bench/reference/hand_matmul.py``, the kernels std had
-  before) at ``--size`` cubed (default 2048, ``--quick`` 128). Both results are checked against
+  before; the double-buffered candidates, new, against ``reg_8x8``/``reg_8x8_vec``) at ``--size``
+  cubed (default 2048, ``--quick`` 128). Both results are checked against
   numpy first, then timed in paired alternating loops (``bench/paired.py``). ``speed`` is hand
   time / lang time (goal >= 0.97).
 * ``autotuned``: ``std.matmul`` (autotuned into a fresh cache) at ``--big`` cubed (default 4096,
@@ -80,8 +81,11 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
         def lang(plan: Any = plan, c: Any = c_lang) -> None:
             mm.launch(client, plan, ha, hb, c, size, size, size, "f32")
 
-        def hand(name: str = name, c: Any = c_hand) -> None:
-            hand_matmul.launch(client, name, ha, hb, c, size, size, size)
+        # A new candidate (no hand twin) is paired with the hand kernel it improves on.
+        twin = name if name in hand_matmul.PLANS else ("reg_8x8_vec" if plan.vec else "reg_8x8")
+
+        def hand(twin: str = twin, c: Any = c_hand) -> None:
+            hand_matmul.launch(client, twin, ha, hb, c, size, size, size)
 
         lang()
         hand()
@@ -94,7 +98,7 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
         fig = paired(_loop(lang), _loop(hand), reps, rounds, drain=client.sync)
         flops = 2.0 * size**3
         out[name] = {
-            "lang_us": fig["a_us"], "hand_us": fig["b_us"],
+            "hand": twin, "lang_us": fig["a_us"], "hand_us": fig["b_us"],
             "lang_tflops": round(flops / fig["a_us"] / 1e6, 3),
             "hand_tflops": round(flops / fig["b_us"] / 1e6, 3),
             "time_ratio": fig["ratio_median"], "time_ratio_iqr": fig["ratio_iqr"],

@@ -39,6 +39,7 @@ from cubeplug.lang import Array, Comptime, u32
 from cubeplug.lang.types import Vec
 from cubeplug.std import checks
 from cubeplug.std.combine import element_type, lang_type
+from cubeplug.std.matmul_reg import matmul_reg
 
 #: Largest m, n or k (a launch has at most 65535 cubes along x and y, of at least 8 rows or columns).
 MAX_DIM = 8 * checks.MAX_GROUPS
@@ -107,138 +108,11 @@ def matmul_tiled(
             c[row * n + col] = T(acc[r])
 
 
-# The helpers branch with statements, not ``x if c else y``: both sides of a conditional
-# expression are lowered, and the side not taken would not type-check (a lane of a scalar).
-@cl.func
-def lane(v: Any, q: int, W: int) -> Any:
-    """Lane ``q`` of a ``W``-lane value (the value itself when ``W`` is 1: ``Vec[T, 1]`` is ``T``)."""
-    if W == 1:  # noqa: SIM108
-        r = v
-    else:
-        r = v[q]
-    return r
-
-
-@cl.func
-def pack(V: cl.DType, W: int, x: Array[Any]) -> Any:
-    """The ``W``-lane value ``V`` of ``x[0:W]`` (a local array)."""
-    if W == 1:  # noqa: SIM108
-        r = x[0]
-    else:
-        r = V(x[0], x[1], x[2], x[3])
-    return r
-
-
-@cl.func
-def mad(ACC: cl.DType, acc: Array[Any], z: int, a: Any, b: Any) -> None:
-    """``acc[z] += a * b``, as an fma for floats: in C a vector operation is a helper function,
-    and clang (PoCL) contracts a multiply and an add only within one expression, so the two
-    helpers of ``acc[z] += a * b`` would stay two instructions a lane."""
-    if ACC.is_float:
-        acc[z] = cl.fma(a, b, acc[z])
-    else:
-        acc[z] += a * b
-
-
-@cl.kernel
-def matmul_reg(
-    a: Array[IO], b: Array[IO], c: Array[IO], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
-    T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], IO: Comptime[cl.DType],
-    W: Comptime[int], VIO: Comptime[int],
-    BM: Comptime[int], BN: Comptime[int], BK: Comptime[int], TM: Comptime[int], TN: Comptime[int],
-) -> None:
-    """Register blocking: (BN / TN) x (BM / TM) units compute a BM x BN block, each a TM x TN patch.
-
-    ``V`` is ``Vec[ACC, W]`` (W = 4, or 1 for f64, which has no vectors): the accumulators, the
-    shared tiles and the values read from them are ``V``, so a unit reads TM / W + TN / W values of
-    shared memory per step for TM * TN multiply-adds. A's tile is stored transposed (``a_tile[p,
-    rows]``) so that its reads are vectors too. ``IO`` is ``Vec[T, VIO]``: VIO = 4 loads and
-    stores float4s of global memory (needs k, n multiples of 4 and T == ACC), else scalars
-    converted to ACC as they are staged.
-    """
-    m = m_  # see SCALARS
-    n = n_
-    k = k_
-    TX = BN // TN
-    TY = BM // TM
-    NT = TX * TY
-    a_tile = cl.shared(V, BK * BM // W)
-    b_tile = cl.shared(V, BK * BN // W)
-    tx = cl.UNIT_POS_X
-    ty = cl.UNIT_POS_Y
-    tid = ty * TX + tx
-    row0 = cl.CUBE_POS_Y * BM
-    col0 = cl.CUBE_POS_X * BN
-    acc = cl.local(V, TM * TN // W)
-    for z in cl.unroll(range(TM * TN // W)):
-        acc[z] = V(0)
-    av = cl.local(V, TM // W)
-    bv = cl.local(V, TN // W)
-    x = cl.local(ACC, 4)
-    quad = cl.local(IO, 4)
-    for t in range(0, k, BK):
-        if VIO == 1:
-            # A: W rows of one column per task, packed into one V of a_tile's column p.
-            for e in range(tid, (BM // W) * BK, NT):
-                rg = e // BK
-                gc = t + e % BK
-                for j in cl.unroll(range(W)):
-                    gr = row0 + rg * W + j
-                    x[j] = ACC(a[gr * k + gc]) if gr < m and gc < k else ACC(0)
-                a_tile[(e % BK) * (BM // W) + rg] = pack(V, W, x)
-            for e in range(tid, BK * (BN // W), NT):
-                gr = t + e // (BN // W)
-                cg = e % (BN // W)
-                for j in cl.unroll(range(W)):
-                    gc = col0 + cg * W + j
-                    x[j] = ACC(b[gr * n + gc]) if gr < k and gc < n else ACC(0)
-                b_tile[e] = pack(V, W, x)
-        else:
-            # A: a 4 x 4 square per task (four float4 rows), transposed in registers.
-            for e in range(tid, (BM // 4) * (BK // 4), NT):
-                rg = e // (BK // 4)
-                cq = e % (BK // 4)
-                gc = t + 4 * cq
-                for i in cl.unroll(range(4)):
-                    gr = row0 + rg * 4 + i
-                    quad[i] = a[(gr * k + gc) >> 2] if gr < m and gc < k else IO(0)
-                for j in cl.unroll(range(4)):
-                    a_tile[(4 * cq + j) * (BM // 4) + rg] = V(quad[0][j], quad[1][j], quad[2][j], quad[3][j])
-            for e in range(tid, BK * (BN // 4), NT):
-                gr = t + e // (BN // 4)
-                gc = col0 + 4 * (e % (BN // 4))
-                b_tile[e] = b[(gr * n + gc) >> 2] if gr < k and gc < n else IO(0)
-        cl.sync_cube()
-        for p in cl.unroll(range(BK)):
-            for gi in cl.unroll(range(TM // W)):
-                av[gi] = a_tile[p * (BM // W) + gi * TY + ty]
-            for gj in cl.unroll(range(TN // W)):
-                bv[gj] = b_tile[p * (BN // W) + gj * TX + tx]
-            for gi in cl.unroll(range(TM // W)):
-                for q in cl.unroll(range(W)):
-                    s = lane(av[gi], q, W)
-                    for gj in cl.unroll(range(TN // W)):
-                        mad(ACC, acc, (gi * W + q) * (TN // W) + gj, s, bv[gj])
-        cl.sync_cube()
-    for gi in cl.unroll(range(TM // W)):
-        for q in cl.unroll(range(W)):
-            row = row0 + (gi * TY + ty) * W + q
-            if row < m:
-                for gj in cl.unroll(range(TN // W)):
-                    col = col0 + (gj * TX + tx) * W
-                    if VIO == 4:
-                        if col < n:
-                            c[(row * n + col) >> 2] = acc[(gi * W + q) * (TN // W) + gj]
-                    else:
-                        for j in cl.unroll(range(W)):
-                            if col + j < n:
-                                c[row * n + col + j] = T(lane(acc[(gi * W + q) * (TN // W) + gj], j, W))
-
-
 # ---------------------------------------------------------------------------------------- plans
 @dataclass(frozen=True)
 class RegBlock:
-    """A register-blocked kernel's shape: block BM x BN, step BK, per-unit TM x TN, float4 global I/O."""
+    """A register-blocked kernel's shape: block BM x BN, step BK, per-unit TM x TN, float4 global
+    I/O, shared buffers (2: double-buffered)."""
 
     bm: int
     bn: int
@@ -246,6 +120,7 @@ class RegBlock:
     tm: int
     tn: int
     vec: bool
+    stages: int = 1
 
     @property
     def cube(self) -> tuple[int, int]:
@@ -256,7 +131,8 @@ class RegBlock:
 @dataclass(frozen=True)
 class Plan:
     """A candidate: its kernel, cube, comptime shape values, block (output rows and columns per
-    cube) and whether it moves float4s of global memory."""
+    cube), whether it moves float4s of global memory, and its shared memory in accumulator
+    elements."""
 
     kernel: Any
     cube: tuple[int, int]
@@ -264,6 +140,14 @@ class Plan:
     block_m: int
     block_n: int
     vec: bool = False
+    shared: int = 0
+
+    def fits(self, client: Any, key: AutotuneKey) -> bool:
+        """True when the plan can run for ``key`` on ``client``: float4 I/O where the key allows
+        it, and shared tiles within the device's shared memory."""
+        acc = 4 if key["dtype"] == "f16" else DTYPES[key["dtype"]].itemsize
+        limit: int = client.capabilities.max_shared_bytes
+        return (bool(key["vec"]) or not self.vec) and self.shared * acc <= limit
 
 
 def types_of(name: str, vec: bool) -> dict[str, Any]:
@@ -283,13 +167,15 @@ NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
 def tiled(tile: int) -> Plan:
     """A shared-memory tiled kernel of ``tile`` x ``tile`` (four rows per unit for tiles above 16)."""
     rpt = 4 if tile > 16 else 1
-    return Plan(matmul_tiled, (tile, tile // rpt), (("TILE", tile), ("RPT", rpt)), tile, tile)
+    shape = (("TILE", tile), ("RPT", rpt))
+    return Plan(matmul_tiled, (tile, tile // rpt), shape, tile, tile, shared=2 * tile * tile)
 
 
 def reg(rb: RegBlock) -> Plan:
     """A register-blocked kernel."""
-    shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn))
-    return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec)
+    shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages))
+    shared = rb.stages * rb.bk * (rb.bm + rb.bn)
+    return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared)
 
 
 @functools.cache
@@ -338,10 +224,6 @@ def matmul_key(
         ("m", anchor(m, level, MAX_DIM)), ("n", anchor(n, level, MAX_DIM)), ("k", anchor(k, level, MAX_DIM)),
         ("vec", vec),
     )  # fmt: skip
-
-
-def _vec(client: Any, key: AutotuneKey) -> bool:
-    return bool(key["vec"])
 
 
 def host_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -395,6 +277,11 @@ REG_4X4 = RegBlock(64, 64, 16, 4, 4, False)
 REG_8X8 = RegBlock(128, 128, 8, 8, 8, False)
 REG_4X4_VEC = RegBlock(64, 64, 16, 4, 4, True)
 REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
+# Double-buffered (one barrier a step, the next tiles' loads in flight during the multiply-adds).
+REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
+REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2)
+# BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
+REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2)
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {
@@ -406,6 +293,9 @@ PLANS = {
     "reg_8x8": reg(REG_8X8),
     "reg_4x4_vec": reg(REG_4X4_VEC),
     "reg_8x8_vec": reg(REG_8X8_VEC),
+    "reg_8x8_db": reg(REG_8X8_DB),
+    "reg_8x8_vec_db": reg(REG_8X8_VEC_DB),
+    "reg_8x8_vec_db16": reg(REG_8X8_VEC_DB16),
 }
 _PRIORITY = {"naive": 0, "tiled_8": 0, "tiled_16": 1, "tiled_32": 1}
 
@@ -413,7 +303,7 @@ _PRIORITY = {"naive": 0, "tiled_8": 0, "tiled_16": 1, "tiled_32": 1}
 MATMUL = TunableSet(
     "std.matmul",
     [
-        Tunable(name, strategy(plan), priority=_PRIORITY.get(name, 2), applicable=_vec if plan.vec else None)
+        Tunable(name, strategy(plan), priority=_PRIORITY.get(name, 2), applicable=plan.fits)
         for name, plan in PLANS.items()
     ],
     matmul_key,
