@@ -2,11 +2,12 @@
 
 Written once in :mod:`cubeplug.lang` (one generic source per op, specialized by comptime dtype and
 operator; f16, f32, f64, i32, u32 where the device declares them): ``map``, ``reduce``, ``argmax``,
-``argmin``, ``reduce_axis``, ``scan``, ``transpose`` (``reduce`` and ``transpose`` autotuned).
+``argmin``, ``reduce_axis``, ``scan``, ``transpose``, ``matmul`` (``reduce``, ``transpose`` and
+``matmul`` autotuned; ``matmul`` accumulates f16 in f32).
 Hand-written for every dialect (``c``, ``wgsl``, ``python``): ``fill``, ``copy`` and ``axpy`` are
 elementwise (float4 loads where the views allow it);
-``reduce_sum`` and ``matmul`` are autotuned per device and size bucket (:mod:`cubeplug.core.tune`),
-and remember their choice in the autotune cache::
+``reduce_sum`` is autotuned per device and size bucket (:mod:`cubeplug.core.tune`).
+The autotuned ops remember their choice in the autotune cache::
 
     import cubeplug, cubeplug.std as std
     client = cubeplug.client()
