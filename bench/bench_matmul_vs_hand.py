@@ -75,7 +75,11 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
     want = a[rows].astype(np.float64) @ b.astype(np.float64)
     tol = 1e-4 * np.sqrt(size) * (1 + float(np.max(np.abs(want))))
     out: dict[str, Any] = {}
+    key = std.MATMUL.key(client, "full", ha, hb, size, size, size, None, "f32")
     for name, plan in mm.PLANS.items():
+        if not plan.fits(client, key):  # e.g. 32 KiB of shared memory where WebGPU gives 16
+            out[name] = {"skipped": f"needs {4 * plan.shared} B of shared memory (float4: {plan.vec})"}
+            continue
         c_lang, c_hand = client.empty(4 * size * size), client.empty(4 * size * size)
 
         def lang(plan: Any = plan, c: Any = c_lang) -> None:
