@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--entries", action="store_true", help="list every stored result")
     info.add_argument("--plain", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     clear = sub.add_parser("clear", help="delete stored autotune results")
-    clear.add_argument("--tuner", metavar="NAME", help="only the results of this tuner (e.g. std.matmul.f32)")
+    clear.add_argument("--tuner", metavar="NAME", help="only the results of this tuner (e.g. std.matmul)")
     clear.add_argument(
         "--device", metavar="DEVICE", help="only the results of this device (as info shows it)"
     )

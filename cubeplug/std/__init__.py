@@ -2,12 +2,12 @@
 
 Written once in :mod:`cubeplug.lang` (one generic source per op, specialized by comptime dtype and
 operator; each dtype where the device declares it): ``map``, ``reduce``, ``argmax``, ``argmin``,
-``reduce_axis``, ``scan``, ``transpose`` (f16, f32, f64, i32, u32), ``reduce_sum`` (the f32 sum of
-``reduce``), ``fill`` and ``copy`` (those and i64, u64; 16-byte vector stores where the views are
-aligned) and ``axpy`` (f16, f32, f64; ``Vec[f32, 4]`` loads for f32). ``reduce`` (hence
-``reduce_sum``) and ``transpose`` are autotuned per device and size bucket
-(:mod:`cubeplug.core.tune`). Hand-written for every dialect (``c``, ``wgsl``, ``python``):
-``matmul``, autotuned too. Autotuned ops remember their choice in the autotune cache::
+``reduce_axis``, ``scan``, ``transpose``, ``matmul`` (f16, f32, f64, i32, u32; ``matmul``
+accumulates f16 in f32), ``reduce_sum`` (the f32 sum of ``reduce``), ``fill`` and ``copy`` (those
+and i64, u64; 16-byte vector stores where the views are aligned) and ``axpy`` (f16, f32, f64;
+``Vec[f32, 4]`` loads for f32). ``reduce`` (hence ``reduce_sum``), ``transpose`` and ``matmul`` are
+autotuned per device and size bucket (:mod:`cubeplug.core.tune`) and remember their choice in the
+autotune cache::
 
     import cubeplug, cubeplug.std as std
     client = cubeplug.client()

@@ -1,17 +1,25 @@
-"""``matmul``: ``C = A @ B`` for row-major f32 matrices (A is m x k, B is k x n), autotuned.
+"""``matmul``: ``C = A @ B`` for row-major matrices (A is m x k, B is k x n), in any std dtype, autotuned.
 
+Written once in :mod:`cubeplug.lang`: three generic kernels, specialized by comptime values (the
+element type ``T``, the accumulator type ``ACC``, the block shape, float4 global I/O).
 Candidates (:data:`MATMUL`):
 
 * ``naive``: one unit per output element, 16 x 16 units per cube.
 * ``tiled_8``, ``tiled_16``, ``tiled_32``: square tiles of A and B staged in shared memory; the
   32-wide tile uses 32 x 8 units, each computing four rows.
 * ``reg_4x4``, ``reg_8x8``: register blocking: 16 x 16 units per cube compute a 64 x 64 (128 x 128)
-  block, each unit a 4 x 4 (8 x 8) patch held in registers as float4 rows; A's tile is stored
-  transposed in shared memory so every unit reads float4s of A and of B per step.
+  block, each unit a 4 x 4 (8 x 8) patch held in registers as rows of 4-lane vectors; A's tile is
+  stored transposed in shared memory so every unit reads vectors of A and of B per step.
 * ``reg_4x4_vec``, ``reg_8x8_vec``: the same with float4 loads from global memory and float4
-  stores (they need ``k`` and ``n`` multiples of 4 and 16-byte aligned views).
+  stores (they need ``k`` and ``n`` multiples of 4, 16-byte aligned views, and a dtype with
+  vectors: f32, i32, u32).
 
-Every kernel guards its loads and stores, so any m, n, k works.
+Dtypes: f32 (default), f64, f16, i32, u32, each where the device declares it. f16 reads f16 and
+writes f16 but accumulates in f32 (as ``cupy.matmul`` on f16 does through cuBLAS): the tiles are
+converted to f32 as they are staged. Integer products and sums wrap. f64 has no vectors in the
+language: its register-blocked kernels hold scalars (the same source, with one lane). ``k = 0``
+gives zeros; ``m = 0`` or ``n = 0`` an empty result. Every kernel guards its loads and stores, so
+any m, n, k works.
 """
 
 from __future__ import annotations
@@ -22,149 +30,89 @@ from typing import Any
 
 import numpy as np
 
+from cubeplug import lang as cl
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import Buffer, CubeCount, Kernel, Scalar
+from cubeplug.core.kernel import DTYPES, CubeCount
 from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotune
+from cubeplug.lang import Array, Comptime, u32
+from cubeplug.lang.types import Vec
 from cubeplug.std import checks
-from cubeplug.std.fill import fill
+from cubeplug.std.combine import element_type, lang_type
+from cubeplug.std.matmul_reg import matmul_reg
 
 #: Largest m, n or k (a launch has at most 65535 cubes along x and y, of at least 8 rows or columns).
 MAX_DIM = 8 * checks.MAX_GROUPS
-_Q = "xyzw"
+#: Dtypes the language has 4-lane vectors of (float4 global I/O and vector accumulators).
+VECTOR_DTYPES = ("f32", "i32", "u32")
 
 
-def _matmul_py(launch: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray, m: Any, n: Any, k: Any) -> None:
-    m, n, k = int(m), int(n), int(k)
-    lhs = a.reshape(-1)[: m * k].reshape(m, k)
-    rhs = b.reshape(-1)[: k * n].reshape(k, n)
-    c.reshape(-1)[: m * n] = (lhs @ rhs).ravel()
+# ---------------------------------------------------------------------------------------- kernels
+# SCALARS: each kernel copies m, n, k into locals first. In WGSL a parameter is read from the
+# scalars buffer at every use, and lavapipe keeps those reads inside the loops: the naive kernel
+# ran 2.2x the time of the hand WGSL (which reads them once) at 128^3, 0.9x with the copies.
+@cl.kernel
+def matmul_naive(
+    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
+    T: Comptime[cl.DType], ACC: Comptime[cl.DType],
+) -> None:
+    """One unit per output element."""
+    m = m_  # see SCALARS
+    n = n_
+    k = k_
+    col = cl.ABSOLUTE_POS_X
+    row = cl.ABSOLUTE_POS_Y
+    if row < m and col < n:
+        acc = ACC(0)
+        for p in range(k):
+            acc += ACC(a[row * k + p]) * ACC(b[p * n + col])
+        c[row * n + col] = T(acc)
 
 
-def _params(vec: bool) -> list[Buffer | Scalar]:
-    w = 4 if vec else 1
-    return [
-        Buffer("a", "f32", "read", vector=w),
-        Buffer("b", "f32", "read", vector=w),
-        Buffer("c", "f32", "write", vector=w),
-        Scalar("m", "u32"),
-        Scalar("n", "u32"),
-        Scalar("k", "u32"),
-    ]
+@cl.kernel
+def matmul_tiled(
+    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
+    T: Comptime[cl.DType], ACC: Comptime[cl.DType], TILE: Comptime[int], RPT: Comptime[int],
+) -> None:
+    """Square TILE x TILE tiles of A and B in shared memory (as ACC); TILE x TILE / RPT units,
+    each computing RPT rows of one column."""
+    m = m_  # see SCALARS
+    n = n_
+    k = k_
+    a_tile = cl.shared(ACC, TILE * TILE)
+    b_tile = cl.shared(ACC, TILE * TILE)
+    tx = cl.UNIT_POS_X
+    ty = cl.UNIT_POS_Y
+    col = cl.CUBE_POS_X * TILE + tx
+    row0 = cl.CUBE_POS_Y * TILE
+    acc = cl.local(ACC, RPT)
+    for r in cl.unroll(range(RPT)):
+        acc[r] = ACC(0)
+    for t in range(0, k, TILE):
+        for r in cl.unroll(range(RPT)):
+            rr = ty + r * (TILE // RPT)
+            row = row0 + rr
+            a_tile[rr * TILE + tx] = ACC(a[row * k + t + tx]) if row < m and t + tx < k else ACC(0)
+            b_tile[rr * TILE + tx] = ACC(b[(t + rr) * n + col]) if t + rr < k and col < n else ACC(0)
+        cl.sync_cube()
+        # A runtime loop of constant trip count, as the hand kernel had: the compilers unroll it
+        # or not (forcing it made the 16 x 16 tile 2.7x slower on PoCL, bench/bench_lang_vs_c.py).
+        for p in range(TILE):
+            bv = b_tile[p * TILE + tx]
+            for r in cl.unroll(range(RPT)):
+                acc[r] += a_tile[(ty + r * (TILE // RPT)) * TILE + p] * bv
+        cl.sync_cube()
+    for r in cl.unroll(range(RPT)):
+        row = row0 + ty + r * (TILE // RPT)
+        if row < m and col < n:
+            c[row * n + col] = T(acc[r])
 
 
-_C_SIG = (
-    "KERNEL @NAME@(GLOBAL const {t}* a, GLOBAL const {t}* b, GLOBAL {t}* c, "
-    "unsigned int m, unsigned int n, unsigned int k)"
-)
-_W_SIG = (
-    "@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)\n"
-    "fn @NAME@(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {\n"
-    "    let m = scalars.m; let n = scalars.n; let k = scalars.k;\n"
-)
-
-# ---------------------------------------------------------------------------------------- naive
-_NAIVE_C = (
-    _C_SIG.format(t="float")
-    + """ {
-    unsigned int col = ABSOLUTE_POS_X;
-    unsigned int row = ABSOLUTE_POS_Y;
-    if (row < m && col < n) {
-        float acc = 0.0f;
-        for (unsigned int p = 0u; p < k; ++p) acc += a[row * k + p] * b[p * n + col];
-        c[row * n + col] = acc;
-    }
-}
-"""
-)
-_NAIVE_WGSL = """\
-@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)
-fn @NAME@(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let m = scalars.m; let n = scalars.n; let k = scalars.k;
-    let col = gid.x; let row = gid.y;
-    if (row < m && col < n) {
-        var acc = 0.0;
-        for (var p = 0u; p < k; p += 1u) { acc += a[row * k + p] * b[p * n + col]; }
-        c[row * n + col] = acc;
-    }
-}
-"""
-
-# ---------------------------------------------------------------------------------------- tiled
-_TILED_C = (
-    _C_SIG.format(t="float")
-    + """ {
-    LOCAL float As[TILE][TILE];
-    LOCAL float Bs[TILE][TILE];
-    unsigned int tx = UNIT_POS_X, ty = UNIT_POS_Y;
-    unsigned int col = CUBE_POS_X * TILE + tx;
-    unsigned int row0 = CUBE_POS_Y * TILE;
-    float acc[RPT];
-    for (int r = 0; r < RPT; ++r) acc[r] = 0.0f;
-    for (unsigned int t = 0u; t < k; t += TILE) {
-        for (int r = 0; r < RPT; ++r) {
-            unsigned int rr = ty + r * ROWS;
-            unsigned int row = row0 + rr;
-            As[rr][tx] = (row < m && t + tx < k) ? a[row * k + t + tx] : 0.0f;
-            Bs[rr][tx] = (t + rr < k && col < n) ? b[(t + rr) * n + col] : 0.0f;
-        }
-        SYNC_CUBE();
-        for (int p = 0; p < TILE; ++p) {
-            float bv = Bs[p][tx];
-            for (int r = 0; r < RPT; ++r) acc[r] += As[ty + r * ROWS][p] * bv;
-        }
-        SYNC_CUBE();
-    }
-    for (int r = 0; r < RPT; ++r) {
-        unsigned int row = row0 + ty + r * ROWS;
-        if (row < m && col < n) c[row * n + col] = acc[r];
-    }
-}
-"""
-)
-_TILED_WGSL = (
-    """\
-var<workgroup> As: array<f32, TILE * TILE>;
-var<workgroup> Bs: array<f32, TILE * TILE>;
-
-"""
-    + _W_SIG
-    + """\
-    let tx = lid.x; let ty = lid.y;
-    let col = wid.x * TILE + tx;
-    let row0 = wid.y * TILE;
-    var acc: array<f32, RPT>;
-    for (var t = 0u; t < k; t += TILE) {
-        for (var r = 0u; r < RPT; r += 1u) {
-            let rr = ty + r * ROWS;
-            let row = row0 + rr;
-            var av = 0.0;
-            if (row < m && t + tx < k) { av = a[row * k + t + tx]; }
-            As[rr * TILE + tx] = av;
-            var bv = 0.0;
-            if (t + rr < k && col < n) { bv = b[(t + rr) * n + col]; }
-            Bs[rr * TILE + tx] = bv;
-        }
-        workgroupBarrier();
-        for (var p = 0u; p < TILE; p += 1u) {
-            let bv = Bs[p * TILE + tx];
-            for (var r = 0u; r < RPT; r += 1u) { acc[r] += As[(ty + r * ROWS) * TILE + p] * bv; }
-        }
-        workgroupBarrier();
-    }
-    for (var r = 0u; r < RPT; r += 1u) {
-        let row = row0 + ty + r * ROWS;
-        if (row < m && col < n) { c[row * n + col] = acc[r]; }
-    }
-}
-"""
-)
-
-
-# ---------------------------------------------------------------------------------------- register blocked
+# ---------------------------------------------------------------------------------------- plans
 @dataclass(frozen=True)
 class RegBlock:
-    """A register-blocked kernel's shape: block BM x BN, step BK, per-unit TM x TN, float4 global I/O."""
+    """A register-blocked kernel's shape: block BM x BN, step BK, per-unit TM x TN, float4 global
+    I/O, shared buffers (2: double-buffered)."""
 
     bm: int
     bn: int
@@ -172,261 +120,92 @@ class RegBlock:
     tm: int
     tn: int
     vec: bool
+    stages: int = 1
 
     @property
     def cube(self) -> tuple[int, int]:
         """Units per cube (x, y)."""
         return (self.bn // self.tn, self.bm // self.tm)
 
-    def defines(self) -> dict[str, int]:
-        """The constants the sources use."""
-        tx, ty = self.cube
-        return {
-            "BM": self.bm, "BN": self.bn, "BK": self.bk, "TM": self.tm, "TN": self.tn,
-            "TX": tx, "TY": ty, "NT": tx * ty, "GN": self.tn // 4,
-        }  # fmt: skip
 
-
-def _reg_c(rb: RegBlock) -> str:
-    """The register-blocked kernel's C source. One long function on purpose: its lines read as the
-    kernel they generate, in order; splitting them would scatter one kernel over helpers (std moves
-    onto cubeplug.lang, where this becomes one kernel function)."""
-    gm, gn = rb.tm // 4, rb.tn // 4
-    t = "float4" if rb.vec else "float"
-    zero = "v.x = 0.0f; v.y = 0.0f; v.z = 0.0f; v.w = 0.0f;"
-    lines = [
-        "#if defined(__OPENCL_VERSION__)",
-        "#define LOCAL_PTR __local",
-        "#else",
-        "#define LOCAL_PTR",
-        "#endif",
-        _C_SIG.format(t=t) + " {",
-        "    LOCAL float4 As4[BK * (BM / 4)];",
-        "    LOCAL float4 Bs4[BK * (BN / 4)];",
-        "    LOCAL_PTR float* As = (LOCAL_PTR float*)As4;",
-        "    LOCAL_PTR float* Bs = (LOCAL_PTR float*)Bs4;",
-        "    const unsigned int tx = UNIT_POS_X, ty = UNIT_POS_Y;",
-        "    const unsigned int tid = ty * TX + tx;",
-        "    const unsigned int row0 = CUBE_POS_Y * BM, col0 = CUBE_POS_X * BN;",
-        f"    float4 acc[{rb.tm * gn}];",
-        f"    for (int z = 0; z < {rb.tm * gn}; ++z) {{",
-        "        acc[z].x = 0.0f; acc[z].y = 0.0f; acc[z].z = 0.0f; acc[z].w = 0.0f;",
-        "    }",
-        "    for (unsigned int t = 0u; t < k; t += BK) {",
-    ]
-    if rb.vec:
-        lines += [
-            "        for (unsigned int e = tid; e < BM * (BK / 4); e += NT) {",
-            "            unsigned int r = e / (BK / 4), q = e % (BK / 4);",
-            "            unsigned int gr = row0 + r, gc = t + 4u * q;",
-            "            float4 v;",
-            f"            if (gr < m && gc < k) {{ v = a[(gr * k + gc) >> 2]; }} else {{ {zero} }}",
-            "            As[(4u * q) * BM + r] = v.x; As[(4u * q + 1u) * BM + r] = v.y;",
-            "            As[(4u * q + 2u) * BM + r] = v.z; As[(4u * q + 3u) * BM + r] = v.w;",
-            "        }",
-            "        for (unsigned int e = tid; e < BK * (BN / 4); e += NT) {",
-            "            unsigned int r = e / (BN / 4), q = e % (BN / 4);",
-            "            unsigned int gr = t + r, gc = col0 + 4u * q;",
-            "            float4 v;",
-            f"            if (gr < k && gc < n) {{ v = b[(gr * n + gc) >> 2]; }} else {{ {zero} }}",
-            "            Bs4[r * (BN / 4) + q] = v;",
-            "        }",
-        ]
-    else:
-        lines += [
-            "        for (unsigned int e = tid; e < BM * BK; e += NT) {",
-            "            unsigned int r = e / BK, q = e % BK;",
-            "            unsigned int gr = row0 + r, gc = t + q;",
-            "            As[q * BM + r] = (gr < m && gc < k) ? a[gr * k + gc] : 0.0f;",
-            "        }",
-            "        for (unsigned int e = tid; e < BK * BN; e += NT) {",
-            "            unsigned int r = e / BN, q = e % BN;",
-            "            unsigned int gr = t + r, gc = col0 + q;",
-            "            Bs[r * BN + q] = (gr < k && gc < n) ? b[gr * n + gc] : 0.0f;",
-            "        }",
-        ]
-    lines += ["        SYNC_CUBE();", "#pragma unroll", "        for (unsigned int p = 0u; p < BK; ++p) {"]
-    lines += [f"            float4 a{gi} = As4[p * (BM / 4) + {gi} * TY + ty];" for gi in range(gm)]
-    lines += [f"            float4 b{gj} = Bs4[p * (BN / 4) + {gj} * TX + tx];" for gj in range(gn)]
-    for gi in range(gm):
-        for q in range(4):
-            for gj in range(gn):
-                z = (gi * 4 + q) * gn + gj
-                s = f"a{gi}.{_Q[q]}"
-                lines.append("            " + " ".join(f"acc[{z}].{c} += {s} * b{gj}.{c};" for c in _Q))
-    lines += ["        }", "        SYNC_CUBE();", "    }"]
-    for gi in range(gm):
-        for q in range(4):
-            lines.append(
-                f"    {{ unsigned int row = row0 + {gi * (rb.bm // gm)}u + ty * 4u + {q}u; if (row < m) {{"
-            )
-            for gj in range(gn):
-                z = (gi * 4 + q) * gn + gj
-                col = f"col0 + {gj * (rb.bn // gn)}u + tx * 4u"
-                if rb.vec:
-                    lines.append(
-                        f"        {{ unsigned int col = {col}; "
-                        f"if (col < n) c[(row * n + col) >> 2] = acc[{z}]; }}"
-                    )
-                else:
-                    stores = " ".join(
-                        f"if (col + {j}u < n) c[row * n + col + {j}u] = acc[{z}].{_Q[j]};" for j in range(4)
-                    )
-                    lines.append(f"        {{ unsigned int col = {col}; {stores} }}")
-            lines.append("    } }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def _reg_wgsl(rb: RegBlock) -> str:
-    """The register-blocked kernel's WGSL source; one long function for the reason ``_reg_c`` gives."""
-    gm, gn = rb.tm // 4, rb.tn // 4
-    lines = [
-        "var<workgroup> As: array<vec4<f32>, BK * BM / 4>;",
-        "var<workgroup> Bs: array<vec4<f32>, BK * BN / 4>;",
-        "",
-        _W_SIG.rstrip("\n"),
-        "    let tx = lid.x; let ty = lid.y;",
-        "    let tid = ty * TX + tx;",
-        "    let row0 = wid.y * BM; let col0 = wid.x * BN;",
-        "    var acc: array<vec4<f32>, TM * GN>;",
-        "    for (var t = 0u; t < k; t += BK) {",
-    ]
-    if rb.vec:
-        lines += [
-            "        for (var e = tid; e < BM * (BK / 4); e += NT) {",
-            "            let r = e / (BK / 4); let q = e % (BK / 4);",
-            "            let gr = row0 + r; let gc = t + 4u * q;",
-            "            var v = vec4<f32>(0.0);",
-            "            if (gr < m && gc < k) { v = a[(gr * k + gc) >> 2u]; }",
-            "            let f = q * BM + r / 4u; let j = r % 4u;",
-            "            As[f][j] = v.x; As[f + BM / 4][j] = v.y;",
-            "            As[f + 2 * (BM / 4)][j] = v.z; As[f + 3 * (BM / 4)][j] = v.w;",
-            "        }",
-            "        for (var e = tid; e < BK * (BN / 4); e += NT) {",
-            "            let r = e / (BN / 4); let q = e % (BN / 4);",
-            "            let gr = t + r; let gc = col0 + 4u * q;",
-            "            var v = vec4<f32>(0.0);",
-            "            if (gr < k && gc < n) { v = b[(gr * n + gc) >> 2u]; }",
-            "            Bs[r * (BN / 4) + q] = v;",
-            "        }",
-        ]
-    else:
-        lines += [
-            "        for (var e = tid; e < BM * BK; e += NT) {",
-            "            let r = e / BK; let q = e % BK;",
-            "            let gr = row0 + r; let gc = t + q;",
-            "            var v = 0.0;",
-            "            if (gr < m && gc < k) { v = a[gr * k + gc]; }",
-            "            let f = q * BM + r;",
-            "            As[f / 4u][f % 4u] = v;",
-            "        }",
-            "        for (var e = tid; e < BK * BN; e += NT) {",
-            "            let r = e / BN; let q = e % BN;",
-            "            let gr = t + r; let gc = col0 + q;",
-            "            var v = 0.0;",
-            "            if (gr < k && gc < n) { v = b[gr * n + gc]; }",
-            "            let f = r * BN + q;",
-            "            Bs[f / 4u][f % 4u] = v;",
-            "        }",
-        ]
-    lines += ["        workgroupBarrier();", "        for (var p = 0u; p < BK; p += 1u) {"]
-    lines += [f"            let a{gi} = As[p * (BM / 4) + {gi}u * TY + ty];" for gi in range(gm)]
-    lines += [f"            let b{gj} = Bs[p * (BN / 4) + {gj}u * TX + tx];" for gj in range(gn)]
-    for gi in range(gm):
-        for q in range(4):
-            lines.append(
-                "            "
-                + " ".join(f"acc[{(gi * 4 + q) * gn + gj}] += a{gi}.{_Q[q]} * b{gj};" for gj in range(gn))
-            )
-    lines += ["        }", "        workgroupBarrier();", "    }"]
-    for gi in range(gm):
-        for q in range(4):
-            lines.append(f"    {{ let row = row0 + {gi * (rb.bm // gm)}u + ty * 4u + {q}u; if (row < m) {{")
-            for gj in range(gn):
-                z = (gi * 4 + q) * gn + gj
-                col = f"col0 + {gj * (rb.bn // gn)}u + tx * 4u"
-                if rb.vec:
-                    lines.append(
-                        f"        {{ let col = {col}; "
-                        f"if (col < n) {{ c[(row * n + col) >> 2u] = acc[{z}]; }} }}"
-                    )
-                else:
-                    stores = " ".join(
-                        f"if (col + {j}u < n) {{ c[row * n + col + {j}u] = acc[{z}].{_Q[j]}; }}"
-                        for j in range(4)
-                    )
-                    lines.append(f"        {{ let col = {col}; {stores} }}")
-            lines.append("    } }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------------------- kernels
 @dataclass(frozen=True)
 class Plan:
-    """A matmul candidate's kernel and its block: output rows and columns per cube."""
+    """A candidate: its kernel, cube, comptime shape values, block (output rows and columns per
+    cube), whether it moves float4s of global memory, and its shared memory in accumulator
+    elements."""
 
-    kernel: Kernel
+    kernel: Any
+    cube: tuple[int, int]
+    shape: tuple[tuple[str, int], ...]
     block_m: int
     block_n: int
-    vec: bool
+    vec: bool = False
+    shared: int = 0
+
+    def fits(self, client: Any, key: AutotuneKey) -> bool:
+        """True when the plan can run for ``key`` on ``client``: float4 I/O where the key allows
+        it, and shared tiles within the device's shared memory."""
+        acc = 4 if key["dtype"] == "f16" else DTYPES[key["dtype"]].itemsize
+        limit: int = client.capabilities.max_shared_bytes
+        return (bool(key["vec"]) or not self.vec) and self.shared * acc <= limit
 
 
-def _kernel(
-    name: str, c: str, wgsl: str, cube: tuple[int, int], defines: dict[str, int], vec: bool
-) -> Kernel:
-    return Kernel(
-        name,
-        _params(vec),
-        {"c": c.replace("@NAME@", name), "wgsl": wgsl.replace("@NAME@", name), "python": _matmul_py},
-        cube_dim=cube,
-        defines=defines,
-    )
+def types_of(name: str, vec: bool) -> dict[str, Any]:
+    """The comptime types of dtype ``name``: T, ACC (f32 for f16), and for the register-blocked
+    kernel V (4-lane ACC vectors where the language has them) and IO (float4s when ``vec``)."""
+    t = lang_type(name)
+    acc = lang_type("f32" if name == "f16" else name)
+    width = 4 if acc.name in VECTOR_DTYPES else 1
+    # The run-time Vec (as types.py builds f32x4): to a type checker cl.Vec[...] is a type.
+    return {"T": t, "ACC": acc, "V": Vec.__class_getitem__((acc, width)) if width > 1 else acc, "W": width,
+            "IO": Vec.__class_getitem__((t, 4)) if vec else t, "VIO": 4 if vec else 1}
 
 
-@functools.cache
-def naive_plan() -> Plan:
-    """The naive kernel: one unit per output."""
-    return Plan(_kernel("matmul_naive", _NAIVE_C, _NAIVE_WGSL, (16, 16), {}, False), 16, 16, False)
+NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
 
 
-@functools.cache
-def tiled_plan(tile: int) -> Plan:
+def tiled(tile: int) -> Plan:
     """A shared-memory tiled kernel of ``tile`` x ``tile`` (four rows per unit for tiles above 16)."""
     rpt = 4 if tile > 16 else 1
-    rows = tile // rpt
-    kernel = _kernel(
-        f"matmul_tiled_{tile}",
-        _TILED_C,
-        _TILED_WGSL,
-        (tile, rows),
-        {"TILE": tile, "RPT": rpt, "ROWS": rows},
-        False,
-    )
-    return Plan(kernel, tile, tile, False)
+    shape = (("TILE", tile), ("RPT", rpt))
+    return Plan(matmul_tiled, (tile, tile // rpt), shape, tile, tile, shared=2 * tile * tile)
+
+
+def reg(rb: RegBlock) -> Plan:
+    """A register-blocked kernel."""
+    shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages))
+    shared = rb.stages * rb.bk * (rb.bm + rb.bn)
+    return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared)
 
 
 @functools.cache
-def reg_plan(rb: RegBlock) -> Plan:
-    """A register-blocked kernel."""
-    name = f"matmul_reg_{rb.bm}x{rb.bn}x{rb.bk}_{rb.tm}x{rb.tn}" + ("_vec" if rb.vec else "")
-    kernel = _kernel(name, _reg_c(rb), _reg_wgsl(rb), rb.cube, rb.defines(), rb.vec)
-    return Plan(kernel, rb.bm, rb.bn, rb.vec)
+def comptime(plan: Plan, name: str) -> dict[str, Any]:
+    """The comptime arguments of ``plan`` for dtype ``name`` (cached: built once per pair)."""
+    types = types_of(name, plan.vec)
+    if plan.kernel is not matmul_reg:
+        return {"T": types["T"], "ACC": types["ACC"], **dict(plan.shape)}
+    return {**types, **dict(plan.shape)}
 
 
-def strategy(plan_of: Any, *args: Any) -> Any:
-    """A candidate function launching one plan (built on first use)."""
+def launch(
+    client: Any, plan: Plan, a: Handle, b: Handle, c: Handle, m: int, n: int, k: int, name: str
+) -> None:
+    """Launch ``plan`` for dtype ``name`` (arguments already checked)."""
+    if plan.vec:
+        size = DTYPES[name].itemsize
+        a, b, c = (checks.prefix(h, size * count) for h, count in ((a, m * k), (b, k * n), (c, m * n)))
+    count = CubeCount(-(-n // plan.block_n), -(-m // plan.block_m))
+    plan.kernel.launch_unchecked(client, count, plan.cube, a, b, c, m, n, k, **comptime(plan, name))
 
-    def run(client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Handle | None) -> Handle:
-        plan: Plan = plan_of(*args)
-        c = out if out is not None else client.empty(4 * m * n)
-        if plan.vec:
-            bound = [checks.prefix(a, 4 * m * k), checks.prefix(b, 4 * k * n), checks.prefix(c, 4 * m * n)]
-        else:
-            bound = [a, b, c]
-        count = CubeCount(-(-n // plan.block_n), -(-m // plan.block_m))
-        client.launch_unchecked(plan.kernel, count, bound, [m, n, k])
+
+def strategy(plan: Plan) -> Any:
+    """A candidate function launching ``plan``."""
+
+    def run(
+        client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Handle | None, name: str = "f32"
+    ) -> Handle:
+        c = out if out is not None else client.empty(DTYPES[name].itemsize * m * n)
+        launch(client, plan, a, b, c, m, n, k, name)
         return c
 
     return run
@@ -434,58 +213,101 @@ def strategy(plan_of: Any, *args: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------- tuning
 def matmul_key(
-    client: Any, level: str, a: Handle, b: Handle, m: int, n: int, k: int, out: Any
+    client: Any, level: str, a: Handle, b: Handle, m: int, n: int, k: int, out: Any, name: str = "f32"
 ) -> AutotuneKey:
-    """The tuning key: anchored m, n, k, and whether float4 loads and stores are possible."""
-    vec = k % 4 == 0 and n % 4 == 0 and a.start % 16 == 0 and b.start % 16 == 0
+    """The tuning key: the dtype, anchored m, n, k, and whether float4 loads and stores are possible."""
+    vec = name in VECTOR_DTYPES and k % 4 == 0 and n % 4 == 0 and a.start % 16 == 0 and b.start % 16 == 0
     if out is not None:
         vec = vec and out.start % 16 == 0
     return AutotuneKey(
+        ("dtype", name),
         ("m", anchor(m, level, MAX_DIM)), ("n", anchor(n, level, MAX_DIM)), ("k", anchor(k, level, MAX_DIM)),
         ("vec", vec),
     )  # fmt: skip
 
 
-def _vec(client: Any, key: AutotuneKey) -> bool:
-    return bool(key["vec"])
+def host_matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """numpy's product in the kernels' arithmetic: floats in f64 rounded to the dtype (f16 too:
+    the kernels accumulate it in f32), integers wrapped to their width."""
+    dt = lhs.dtype
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs give what IEEE gives
+        if dt.kind == "f":
+            return (lhs.astype(np.float64) @ rhs.astype(np.float64)).astype(dt)
+        wide = np.int64 if dt.kind == "i" else np.uint64
+        # 64-bit products and sums wrap modulo 2^64, which keeps them exact modulo 2^32.
+        return (lhs.astype(wide) @ rhs.astype(wide)).astype(dt)
+
+
+def tolerance(dt: np.dtype[Any], want: np.ndarray, k: int) -> float:
+    """The largest difference from :func:`host_matmul` a correct kernel may show (0 for integers)."""
+    if dt.kind != "f" or not want.size:
+        return 0.0
+    finite = want[np.isfinite(want)]
+    scale = float(np.max(np.abs(finite))) if finite.size else 0.0
+    if dt.itemsize == 2:
+        # Accumulated in f32: the result's own rounding to f16 (2^-11 relative, on each side) dominates.
+        return 2e-3 * (scale + 1.0)
+    eps = 1e-5 if dt.itemsize == 4 else 1e-12
+    return eps * (scale + 1.0) * float(np.sqrt(k + 1.0))
 
 
 def _compare(
-    client: Any, expected: Handle, got: Handle, a: Any, b: Any, m: int, n: int, k: int, out: Any
+    client: Any, expected: Handle, got: Handle, a: Any, b: Any, m: int, n: int, k: int, out: Any,
+    name: str = "f32",
 ) -> str | None:
-    want = client.to_numpy(checks.prefix(expected, 4 * m * n), "f32")
-    have = client.to_numpy(checks.prefix(got, 4 * m * n), "f32")
-    err = float(np.max(np.abs(have - want))) if want.size else 0.0
-    tol = 1e-3 * float(np.max(np.abs(want))) + 1e-5 if want.size else 0.0
-    return None if err <= tol else f"max abs error {err:.3g} above {tol:.3g}"
+    dt = DTYPES[name]
+    want = client.to_numpy(checks.prefix(expected, dt.itemsize * m * n), name).astype(np.float64)
+    have = client.to_numpy(checks.prefix(got, dt.itemsize * m * n), name).astype(np.float64)
+    if not want.size:
+        return None
+    same = np.isnan(want) == np.isnan(have)
+    diff = np.where(np.isnan(want), 0.0, np.abs(np.nan_to_num(have - want, nan=np.inf)))
+    err, tol = float(np.max(diff)), tolerance(dt, want, k)
+    return None if err <= tol and bool(np.all(same)) else f"max abs error {err:.3g} above {tol:.3g}"
 
 
-def _reference(client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Any) -> Handle:
-    lhs = client.to_numpy(checks.prefix(a, 4 * m * k), "f32").reshape(m, k).astype(np.float64)
-    rhs = client.to_numpy(checks.prefix(b, 4 * k * n), "f32").reshape(k, n).astype(np.float64)
-    result: Handle = client.create((lhs @ rhs).astype(np.float32))
+def _reference(
+    client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Any, name: str = "f32"
+) -> Handle:
+    size = DTYPES[name].itemsize
+    lhs = client.to_numpy(checks.prefix(a, size * m * k), name).reshape(m, k)
+    rhs = client.to_numpy(checks.prefix(b, size * k * n), name).reshape(k, n)
+    result: Handle = client.create(host_matmul(lhs, rhs))
     return result
 
 
 REG_4X4 = RegBlock(64, 64, 16, 4, 4, False)
 REG_8X8 = RegBlock(128, 128, 8, 8, 8, False)
+REG_4X4_VEC = RegBlock(64, 64, 16, 4, 4, True)
+REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
+# Double-buffered (one barrier a step, the next tiles' loads in flight during the multiply-adds).
+REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
+REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2)
+# BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
+REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2)
 
-#: The tunable set of matmul (see the module docstring for the candidates).
+#: Every candidate's plan by name (the benchmarks launch them one by one).
+PLANS = {
+    "naive": NAIVE,
+    "tiled_8": tiled(8),
+    "tiled_16": tiled(16),
+    "tiled_32": tiled(32),
+    "reg_4x4": reg(REG_4X4),
+    "reg_8x8": reg(REG_8X8),
+    "reg_4x4_vec": reg(REG_4X4_VEC),
+    "reg_8x8_vec": reg(REG_8X8_VEC),
+    "reg_8x8_db": reg(REG_8X8_DB),
+    "reg_8x8_vec_db": reg(REG_8X8_VEC_DB),
+    "reg_8x8_vec_db16": reg(REG_8X8_VEC_DB16),
+}
+_PRIORITY = {"naive": 0, "tiled_8": 0, "tiled_16": 1, "tiled_32": 1}
+
+#: The tunable set of matmul, every dtype (the key holds it; see the module docstring).
 MATMUL = TunableSet(
-    "std.matmul.f32",
+    "std.matmul",
     [
-        Tunable("naive", strategy(naive_plan), priority=0),
-        Tunable("tiled_8", strategy(tiled_plan, 8), priority=0),
-        Tunable("tiled_16", strategy(tiled_plan, 16), priority=1),
-        Tunable("tiled_32", strategy(tiled_plan, 32), priority=1),
-        Tunable("reg_4x4", strategy(reg_plan, REG_4X4), priority=2),
-        Tunable("reg_8x8", strategy(reg_plan, REG_8X8), priority=2),
-        Tunable(
-            "reg_4x4_vec", strategy(reg_plan, RegBlock(64, 64, 16, 4, 4, True)), priority=2, applicable=_vec
-        ),
-        Tunable(
-            "reg_8x8_vec", strategy(reg_plan, RegBlock(128, 128, 8, 8, 8, True)), priority=2, applicable=_vec
-        ),
+        Tunable(name, strategy(plan), priority=_PRIORITY.get(name, 2), applicable=plan.fits)
+        for name, plan in PLANS.items()
     ],
     matmul_key,
     compare=_compare,
@@ -493,23 +315,29 @@ MATMUL = TunableSet(
 )
 
 
-def matmul(client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Handle | None = None) -> Handle:
-    """``C = A @ B`` of row-major f32 matrices (A: m x k, B: k x n) as a new handle (or into ``out``)."""
-    m, n, k = (checks.count(v, name, MAX_DIM) for v, name in ((m, "m"), (n, "n"), (k, "k")))
-    for size, what in ((m * k, "m * k"), (k * n, "k * n"), (m * n, "m * n")):
-        if size > checks.MAX_ELEMENTS:
+def matmul(
+    client: Any, a: Handle, b: Handle, m: int, n: int, k: int, out: Handle | None = None, dtype: Any = "f32"
+) -> Handle:
+    """``C = A @ B`` of row-major matrices of ``dtype`` (A: m x k, B: k x n) as a new handle (or
+    into ``out``); f16 accumulates in f32, integers wrap (autotuned)."""
+    name = element_type(client, dtype, "matmul")
+    m, n, k = (checks.count(v, what, MAX_DIM) for v, what in ((m, "m"), (n, "n"), (k, "k")))
+    for count, what in ((m * k, "m * k"), (k * n, "k * n"), (m * n, "m * n")):
+        if count > checks.MAX_ELEMENTS:
             raise ValidationError(
-                f"matmul: {what} = {size} elements exceeds {checks.MAX_ELEMENTS}; "
+                f"matmul: {what} = {count} elements exceeds {checks.MAX_ELEMENTS}; "
                 f"split the product into blocks"
             )
-    checks.buffer(client, a, 4 * m * k, "matmul: a")
-    checks.buffer(client, b, 4 * k * n, "matmul: b")
+    size = DTYPES[name].itemsize
+    checks.buffer(client, a, size * m * k, "matmul: a")
+    checks.buffer(client, b, size * k * n, "matmul: b")
     if out is not None:
-        checks.buffer(client, out, 4 * m * n, "matmul: out")
+        checks.buffer(client, out, size * m * n, "matmul: out")
     if m == 0 or n == 0:
         return out if out is not None else client.empty(0)
     if k == 0:
-        c = out if out is not None else client.empty(4 * m * n)
-        return fill(client, c, m * n, 0.0)
-    result: Handle = autotune(client, MATMUL, a, b, m, n, k, out)
+        # Every kernel writes its zero accumulators when k is 0; the naive one needs no tuning.
+        zeros: Handle = strategy(NAIVE)(client, a, b, m, n, k, out, name)
+        return zeros
+    result: Handle = autotune(client, MATMUL, a, b, m, n, k, out, name)
     return result

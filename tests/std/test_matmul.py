@@ -1,4 +1,6 @@
-"""matmul on every backend: every candidate at odd and aligned shapes, ``out=``, edge sizes, errors."""
+"""matmul on every backend against numpy: every candidate in every dtype the device declares, sizes
+that are not multiples of the blocks, m/n/k of 1 and 0, views at offsets, NaN/inf, f16 accumulated
+in f32, integers wrapping, and the errors."""
 
 from __future__ import annotations
 
@@ -8,54 +10,160 @@ import numpy as np
 import pytest
 
 from cubeplug import ValidationError, std
-from cubeplug.std.matmul import MATMUL
+from cubeplug.std.matmul import MATMUL, PLANS, VECTOR_DTYPES, host_matmul, tolerance
+from tests.std.conftest import make_client, skip_reason
 
-SHAPES = ((1, 1, 1), (5, 7, 3), (64, 64, 64), (131, 93, 77), (132, 92, 76), (33, 130, 8))
+DTYPES = ("f16", "f32", "f64", "i32", "u32")
+NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, "u32": np.uint32}
+#: (m, n, k): ones, odd sizes, n and k multiples of 4 (the float4 candidates run), past one block.
+SHAPES = ((1, 1, 1), (5, 7, 3), (33, 132, 8), (131, 93, 77))
 
 
-def _ab(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _dtype(client: Any, name: str) -> np.dtype[Any]:
+    if name not in client.capabilities.dtypes:
+        pytest.skip(f"the device does not declare {name}")
+    return np.dtype(NUMPY[name])
+
+
+def _ab(dt: np.dtype[Any], m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(m * 10007 + n * 101 + k)
-    return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    if dt.kind == "f":
+        return rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    # Large enough that the sums wrap past 32 bits (i32 negative too): integers wrap, as numpy's.
+    low = -(1 << 15) if dt.kind == "i" else 0
+    return (rng.integers(low, 1 << 15, (m, k)).astype(dt), rng.integers(low, 1 << 15, (k, n)).astype(dt))
 
 
-def _check(got: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(a.shape[1]))
+def _check(got: np.ndarray, a: np.ndarray, b: np.ndarray, what: str = "") -> None:
+    want = host_matmul(a, b)
+    if a.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    tol = tolerance(a.dtype, want, a.shape[1])
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=0, atol=tol,
+                               equal_nan=True, err_msg=what)
 
 
+def _cheap(client: Any, m: int, n: int, k: int) -> bool:
+    """The CPU interpreter runs the cubes in numpy: only small products there."""
+    return client.backend != "cpu" or m * n * k <= 40_000
+
+
+@pytest.mark.parametrize("name", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_every_candidate_is_correct(client: Any, shape: tuple[int, int, int]) -> None:
+def test_every_candidate_in_every_dtype(client: Any, name: str, shape: tuple[int, int, int]) -> None:
+    dt = _dtype(client, name)
     m, n, k = shape
-    a, b = _ab(m, n, k)
+    if not _cheap(client, m, n, k):
+        pytest.skip("too slow for the CPU interpreter; the GPU backends and PoCL run it")
+    a, b = _ab(dt, m, n, k)
     ha, hb = client.create(a), client.create(b)
-    key = MATMUL.key(client, "full", ha, hb, m, n, k, None)
+    key = MATMUL.key(client, "full", ha, hb, m, n, k, None, name)
     ran = []
     for tunable in MATMUL.tunables:
         if tunable.can_run(client, key):
-            _check(client.to_numpy(tunable.fn(client, ha, hb, m, n, k, None), "f32", (m, n)), a, b)
+            got = client.to_numpy(tunable.fn(client, ha, hb, m, n, k, None, name), name, (m, n))
+            _check(got, a, b, f"{tunable.name} {name} {shape}")
             ran.append(tunable.name)
-    assert len(ran) == (8 if k % 4 == 0 and n % 4 == 0 else 6)
+    vec = name in VECTOR_DTYPES and k % 4 == 0 and n % 4 == 0
+    acc = 4 if name == "f16" else dt.itemsize
+    fits = {t for t, plan in PLANS.items() if plan.shared * acc <= client.capabilities.max_shared_bytes}
+    assert set(ran) == {t for t in fits if vec or not PLANS[t].vec}, ran
+    assert {"naive", "tiled_8", "tiled_16", "tiled_32", "reg_4x4", "reg_8x8"} <= set(ran)
+    assert ("reg_8x8_vec" in ran) == vec
 
 
-@pytest.mark.parametrize("shape", ((17, 19, 23), (128, 128, 128)), ids=lambda s: "x".join(map(str, s)))
-def test_public_matmul_autotunes_and_writes_out(client: Any, shape: tuple[int, int, int]) -> None:
-    m, n, k = shape
-    a, b = _ab(m, n, k)
+@pytest.mark.parametrize("name", DTYPES)
+def test_public_matmul_autotunes_and_writes_out(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    m, n, k = (17, 19, 23) if client.backend == "cpu" else (130, 128, 68)
+    a, b = _ab(dt, m, n, k)
     ha, hb = client.create(a), client.create(b)
-    _check(client.to_numpy(std.matmul(client, ha, hb, m, n, k), "f32", (m, n)), a, b)
-    out = client.empty(4 * m * n)
-    assert std.matmul(client, ha, hb, m, n, k, out=out) is out
-    _check(client.to_numpy(out, "f32", (m, n)), a, b)
+    _check(client.to_numpy(std.matmul(client, ha, hb, m, n, k, dtype=name), name, (m, n)), a, b)
+    out = client.empty(dt.itemsize * m * n)
+    assert std.matmul(client, ha, hb, m, n, k, out=out, dtype=dt) is out  # a numpy dtype works too
+    _check(client.to_numpy(out, name, (m, n)), a, b)
 
 
-def test_edge_sizes(client: Any) -> None:
-    a = client.create(np.ones(12, np.float32))
-    zeros = std.matmul(client, a, a, 3, 4, 0)
-    np.testing.assert_array_equal(client.to_numpy(zeros, "f32"), np.zeros(12, np.float32))
-    assert std.matmul(client, a, a, 0, 4, 3).size == 0
+def test_the_key_holds_the_dtype_and_float4_only_where_vectors_exist(client: Any) -> None:
+    h = client.empty(1024)
+    keys = {name: MATMUL.key(client, "full", h, h, 8, 8, 8, None, name) for name in DTYPES}
+    assert len({str(key) for key in keys.values()}) == len(DTYPES)
+    assert [name for name, key in keys.items() if key["vec"]] == list(VECTOR_DTYPES)
+    assert not MATMUL.key(client, "full", h, h, 8, 7, 8, None, "f32")["vec"]
 
 
-def test_matmul_errors(client: Any) -> None:
+def test_f16_accumulates_in_f32(client: Any) -> None:
+    _dtype(client, "f16")
+    # 3000 products of 1: an f16 accumulator stalls at 2048 (2048 + 1 rounds back to 2048); an f32
+    # one reaches 3000, which f16 holds exactly.
+    m, n, k = 2, 3, 3000
+    a, b = np.ones((m, k), np.float16), np.ones((k, n), np.float16)
+    ha, hb = client.create(a), client.create(b)
+    key = MATMUL.key(client, "full", ha, hb, m, n, k, None, "f16")
+    for tunable in MATMUL.tunables:
+        cheap = client.backend != "cpu" or tunable.name in ("naive", "tiled_32")
+        if tunable.can_run(client, key) and cheap:
+            got = client.to_numpy(tunable.fn(client, ha, hb, m, n, k, None, "f16"), "f16")
+            np.testing.assert_array_equal(got, np.full(m * n, 3000, np.float16), err_msg=tunable.name)
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_empty_and_k_zero(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    a = client.create(np.ones(12, dt))
+    zeros = std.matmul(client, a, a, 3, 4, 0, dtype=name)
+    np.testing.assert_array_equal(client.to_numpy(zeros, name), np.zeros(12, dt))
+    out = client.create(np.full(12, 7, dt))
+    assert std.matmul(client, a, a, 3, 4, 0, out=out, dtype=name) is out
+    np.testing.assert_array_equal(client.to_numpy(out, name), np.zeros(12, dt))
+    assert std.matmul(client, a, a, 0, 4, 3, dtype=name).size == 0
+    assert std.matmul(client, a, a, 4, 0, 3, dtype=name).size == 0
+    untouched = client.create(np.full(4, 5, dt))
+    assert std.matmul(client, a, a, 0, 4, 3, out=untouched, dtype=name) is untouched
+    np.testing.assert_array_equal(client.to_numpy(untouched, name), np.full(4, 5, dt))
+
+
+@pytest.mark.parametrize("name", ("f32", "i32", "f16"))
+def test_views_at_offsets(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    # One element past the start where the backend allows it (no float4 then), and 16 of them.
+    step = max(client.capabilities.offset_alignment, dt.itemsize)
+    m, n, k = 9, 12, 8
+    a, b = _ab(dt, m, n, k)
+    for offset in (step, 16 * step):
+        pad = offset // dt.itemsize
+        ha = client.create(np.concatenate([np.zeros(pad, dt), a.ravel()])).offset_start(offset)
+        hb = client.create(np.concatenate([np.zeros(pad, dt), b.ravel(), np.ones(5, dt)]))
+        hb = hb.offset_start(offset)
+        base = client.create(np.full(pad + m * n + 3, 9, dt))
+        out = base.offset_start(offset).offset_end(3 * dt.itemsize)
+        assert std.matmul(client, ha, hb, m, n, k, out=out, dtype=name) is out
+        host = client.to_numpy(base, name)
+        _check(host[pad : pad + m * n].reshape(m, n), a, b, f"offset {offset}")
+        np.testing.assert_array_equal(host[:pad], np.full(pad, 9, dt))  # nothing outside the view
+        np.testing.assert_array_equal(host[pad + m * n :], np.full(3, 9, dt))
+
+
+@pytest.mark.parametrize("name", ("f16", "f32", "f64"))
+def test_nan_and_inf_propagate(client: Any, name: str) -> None:
+    dt = _dtype(client, name)
+    m, n, k = 6, 8, 12
+    a, b = np.abs(_ab(dt, m, n, k)[0]) + 1, np.abs(_ab(dt, m, n, k)[1]) + 1
+    a[1, 3] = np.nan  # row 1 of the product is NaN
+    b[5, 2] = np.inf  # column 2 is +inf ...
+    a[4, 5] = 0  # ... except row 4, where inf * 0 is NaN
+    ha, hb = client.create(a), client.create(b)
+    key = MATMUL.key(client, "full", ha, hb, m, n, k, None, name)
+    for tunable in MATMUL.tunables:
+        if tunable.can_run(client, key):
+            got = client.to_numpy(tunable.fn(client, ha, hb, m, n, k, None, name), name, (m, n))
+            assert np.isnan(got[1]).all() and np.isnan(got[4, 2]), tunable.name
+            assert np.isposinf(np.delete(got[:, 2], [1, 4])).all(), tunable.name
+            _check(got, a, b, tunable.name)
+
+
+def test_bad_input_raises(client: Any) -> None:
     a = client.create(np.ones(12, np.float32))
     with pytest.raises(ValidationError, match="matmul: b"):
         std.matmul(client, a, a, 3, 8, 4)
@@ -63,4 +171,41 @@ def test_matmul_errors(client: Any) -> None:
         std.matmul(client, a, a, 1 << 20, 1, 1)
     with pytest.raises(ValidationError, match="matmul: out"):
         std.matmul(client, a, a, 2, 2, 2, out=client.empty(8))
+    with pytest.raises(ValidationError, match="m must be >= 0"):
+        std.matmul(client, a, a, -1, 2, 2)
+    with pytest.raises(ValidationError, match="k must be an int"):
+        std.matmul(client, a, a, 2, 2, 2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="not supported"):
+        std.matmul(client, a, a, 2, 2, 2, dtype="i64")
+    with pytest.raises(ValidationError, match="not a dtype"):
+        std.matmul(client, a, a, 2, 2, 2, dtype="float33")
+    # The sizes count elements of the dtype: 12 f32 bytes hold 6 f64.
+    if "f64" in client.capabilities.dtypes:
+        with pytest.raises(ValidationError, match="matmul: a holds 48 B but the call needs 72 B"):
+            std.matmul(client, a, a, 3, 3, 3, dtype="f64")
+    else:
+        with pytest.raises(ValidationError, match="does not support f64"):
+            std.matmul(client, a, a, 2, 2, 2, dtype="f64")
     np.testing.assert_array_equal(client.to_numpy(std.matmul(client, a, a, 2, 2, 3), "f32"), np.full(4, 3.0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ("f32", "f16"))
+def test_matches_cupy_at_a_larger_size(name: str) -> None:
+    """std.matmul on CUDA against cupy.matmul (cuBLAS) of the same matrices, past several blocks."""
+    cupy = pytest.importorskip("cupy")
+    reason = skip_reason("cuda")
+    if reason is not None:
+        pytest.skip(reason)
+    client = make_client("cuda", bench={"samples": 2, "warmup": 1, "progress": False})
+    try:
+        m, n, k = 1000, 1030, 1100
+        a, b = _ab(np.dtype(NUMPY[name]), m, n, k)
+        got = client.to_numpy(
+            std.matmul(client, client.create(a), client.create(b), m, n, k, dtype=name), name, (m, n)
+        )
+        want = cupy.asnumpy(cupy.matmul(cupy.asarray(a), cupy.asarray(b))).astype(np.float64)
+        tol = tolerance(np.dtype(NUMPY[name]), want, k) * (4 if name == "f16" else 1)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=tol)
+    finally:
+        client.close()
