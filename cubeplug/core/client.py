@@ -100,6 +100,12 @@ class ComputeClient:
         server = self._server
         return server.closed if isinstance(server, _ClosedServer) else server
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock held around this client's server calls (a collective that queues the other
+        ranks' parts from one thread holds theirs)."""
+        return self._lock
+
     def __repr__(self) -> str:
         return f"<ComputeClient {self._server.info}>"
 
