@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cubeplug.backends.cuda.device import current_device_kept
 from cubeplug.plugin import (
     DTYPES,
     Call,
@@ -86,9 +87,11 @@ class NcclCollectives(Collectives):
         if comms is None:
             return False
         members: list[Member] = rnd.members  # type: ignore[assignment]  # the round is complete
-        self.enqueue_all(
-            [(m.client.server, comms[m.rank], m.call, m.src, m.dst, m.stream, group.size) for m in members]
-        )
+        # Each call makes its server's device current; the calling thread gets its own back after.
+        world = group.size
+        calls = [(m.client.server, comms[m.rank], m.call, m.src, m.dst, m.stream, world) for m in members]
+        with current_device_kept():
+            self.enqueue_all(calls)
         return True
 
     def queue(self, group: Group, rnd: Round, member: Member) -> Callable[[], None] | None:

@@ -54,10 +54,22 @@ def test_the_last_rank_issues_every_call_in_one_nccl_group(pair: list[Any]) -> N
         assert [what for what, _ in fake_nccl.LOG] == ["groupStart", "allReduce", "allReduce", "groupEnd"]
         assert len({thread for _, thread in fake_nccl.LOG}) == 1
     np.testing.assert_array_equal(xs[1].numpy(), np.full(64, 3 * 2**2, np.float32))
+    # the issuing thread's current device is its own again (the other rank's call switched it)
+    import cupy
+
+    current = [-1, -1]
+
+    def call(r: int, c: Any) -> None:
+        cupy.cuda.runtime.setDevice(r)
+        c.all_reduce(xs[r], xs[r], devices=pair)
+        current[r] = cupy.cuda.runtime.getDevice()
+
+    ok(together(pair, call))
+    assert current == [0, 1]
     # ordered with each rank's later work on its stream: a read after the call sees the result
     ok(together(pair, lambda r, c: c.all_reduce(xs[r], xs[r], "max", devices=pair)))
     for x in xs:
-        np.testing.assert_array_equal(x.numpy(), np.full(64, 12, np.float32))
+        np.testing.assert_array_equal(x.numpy(), np.full(64, 24, np.float32))  # 3 * 2**3
 
 
 def test_the_other_collectives_through_nccl(pair: list[Any]) -> None:
