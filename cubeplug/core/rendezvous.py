@@ -175,7 +175,7 @@ class Group:
         if gate is None:
             self._judge(rnd)  # the round is closed: no other thread touches its verdict now
             return rnd, True
-        self._wait(rnd, phase, gate, deadline, lambda: self._never_came(rnd, member.call, timeout))
+        self._wait(phase, gate, deadline, timeout, lambda: self._never_came(rnd, member.call, timeout))
         _raise(member, rnd)
         return rnd, False
 
@@ -197,10 +197,17 @@ class Group:
         return rnd.error
 
     def _wait(
-        self, rnd: Round, phase: Phase, gate: Any, deadline: float, timed_out: Callable[[], CollectiveError]
+        self,
+        phase: Phase,
+        gate: Any,
+        deadline: float,
+        timeout: float,
+        timed_out: Callable[[], CollectiveError],
     ) -> None:
         """Wait on ``gate`` until the phase's closer releases it, or close the phase at the deadline
-        with ``timed_out()`` (called under ``mutex``) as every waiter's error."""
+        with ``timed_out()`` (called under ``mutex``) as every waiter's error. A phase closed by its
+        last rank, which is still queueing every rank's part at the deadline, gets ``timeout``
+        seconds more (then this rank raises: never a silent hang behind a blocked queueing)."""
         if gate.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return
         with self.mutex:
@@ -211,8 +218,11 @@ class Group:
                 phase.gates[phase.gates.index(gate)] = None  # this rank waits no more
         if closing:
             phase.release()
-        else:  # closed meanwhile: the closer releases this gate at once
-            gate.acquire()
+        elif not gate.acquire(timeout=timeout):  # the closer releases it once it queued every part
+            raise CollectiveTimeoutError(
+                f"{self._label()}: the rank that came last did not finish queueing the collective's "
+                f"parts within {timeout:g} s more (its thread is blocked?); this rank's result is not valid"
+            )
 
     def _judge(self, rnd: Round) -> None:
         """Every rank arrived: decide whether the round runs (by the last rank, once)."""
@@ -262,7 +272,7 @@ class Group:
         if gate is None:
             phase.release()
         else:
-            self._wait(rnd, phase, gate, deadline, lambda: self._never_queued(phase, timeout))
+            self._wait(phase, gate, deadline, timeout, lambda: self._never_queued(phase, timeout))
         if phase.error is not None:
             raise phase.error
         broken = {r: e for r, e in rnd.failed.items() if r != rank}

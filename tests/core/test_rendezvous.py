@@ -149,3 +149,26 @@ def test_a_rank_that_failed_to_queue_aborts_the_others() -> None:
     assert results[1] == "left"  # its own error is raised by its caller
     assert isinstance(results[0], CollectiveAbortedError)
     assert "rank 1 (b) failed while queueing" in str(results[0])
+
+
+def test_a_last_rank_blocked_while_queueing_is_not_waited_for_forever() -> None:
+    group = Group(("cpu", "t"), 2, ["a", "b"])
+    out: list[Any] = []
+
+    def first() -> None:
+        try:
+            group.meet(member(0), 0.2)
+            out.append("released")
+        except BaseException as exc:
+            out.append(exc)
+
+    waiter = threading.Thread(target=first)
+    waiter.start()
+    time.sleep(0.05)
+    rnd, last = group.meet(member(1), 10)  # came last: "queues" for 1 s, past rank 0's 0.2 + 0.2 s
+    assert last
+    waiter.join(0.8)
+    assert len(out) == 1 and isinstance(out[0], CollectiveTimeoutError), out
+    assert "did not finish queueing" in str(out[0])
+    group.release(rnd, rnd.members[1])  # type: ignore[arg-type]  # late: releases nobody, raises nothing
+    assert sorted(meet_all(group, [member(0), member(1)])) == ["last", "waited"]  # the next round runs
