@@ -267,8 +267,9 @@ def ray_figures(backend: str, quick: bool, gpus: float, world: int = 2) -> dict[
     # The actors import data_parallel by name and this checkout of cubeplug.
     path = os.pathsep.join([str(examples), str(examples.parent), os.environ.get("PYTHONPATH", "")])
     options: dict[str, Any] = {"num_gpus": int(world * gpus)} if gpus else {}
+    env = {"PYTHONPATH": path, **{k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
     ray.init(num_cpus=max(2, world), include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}}, **options)  # fmt: skip
+             runtime_env={"env_vars": env}, **options)  # fmt: skip
     try:
         workers = cpray.Workers(world, backend, num_gpus=gpus)
         try:
