@@ -1,6 +1,7 @@
 """Collectives and peer copies between two devices, beside the raw library in the same run (issue 21).
 
     python bench/bench_collectives.py OUT.json [--backend cuda] [--quick]
+    python bench/bench_collectives.py OUT.json --ray [--backend cuda] [--gpus 1] [--quick]
 
 On cuda with two GPUs (``--backend cuda``, the default when CuPy sees two devices):
 
@@ -8,13 +9,20 @@ On cuda with two GPUs (``--backend cuda``, the default when CuPy sees two device
    thread per client, NCCL underneath) vs ``cupy.cuda.nccl`` called directly (one thread, the two
    ``allReduce`` calls in ``groupStart``/``groupEnd``), paired rounds in alternation: per-call time
    (medians), the ratio's median and spread, and the bus bandwidth ``2 (n-1)/n * bytes / time``.
-   Goals: 256 MiB bus bandwidth >= 0.95x raw; 4 KiB latency <= 1.2x raw.
+   Goals: 256 MiB bus bandwidth >= 0.95x raw; 4 KiB latency <= 1.2x raw. ``raw_threads`` pairs
+   cubeplug with a second raw variant, each rank's persistent thread calling its own ``allReduce``
+   (no group, no rendezvous): what the one-thread-per-rank contract costs by itself.
 2. a 256 MiB peer copy: ``client.copy_to`` (into a preallocated handle) and ``client.to_client`` (a new
    handle each time, from the pool) vs ``cupy.cuda.runtime.memcpyPeerAsync``: GB/s; goal >= 0.9x.
 
 On any other backend (``--backend cpu|opencl|webgpu``) it times the portable path: ``all_reduce`` of
 f32 between two clients (two cpu devices; two clients of the one OpenCL or WebGPU device here), and
 ``copy_to`` between them, with no raw counterpart.
+
+With ``--ray`` it times ``examples/data_parallel.py``'s ``work`` (per step: a kernel, an
+``all_reduce`` of 16,384 f32, a read), on 2 actors of a local Ray cluster (``num_gpus=1`` each on
+cuda: NCCL, the unique id through Ray) vs 2 clients on threads of this process: the median time per
+step of each and their ratio (the issue's figure).
 
 The JSON holds the device, the date, the cubeplug version and every figure.
 """
@@ -143,9 +151,26 @@ def cuda_figures(quick: bool) -> dict[str, Any]:
             for s in streams:
                 s.synchronize()
 
+        def raw_threads_all_reduce(n: int, raw: list[Any] = raw, count: int = count) -> None:
+            def work(rank: int, _client: Any) -> None:  # each rank thread its own call, no group
+                with cupy.cuda.Device(rank):
+                    for _ in range(n):
+                        ptr = raw[rank].data.ptr
+                        comms[rank].allReduce(ptr, ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
+                                              streams[rank].ptr)  # fmt: skip
+                    streams[rank].synchronize()
+
+            ranks.run(work)
+
         fig = paired(cubeplug_all_reduce, raw_all_reduce, iterations(nbytes, quick), rounds)
         fig["cubeplug_bus_GBps"] = bus_gbps(nbytes, fig["a_us"] / 1e6)
         fig["raw_bus_GBps"] = bus_gbps(nbytes, fig["b_us"] / 1e6)
+        # How much of the gap is the contract itself (one thread per rank, as in the seed): the raw
+        # calls made the same way, from the same two persistent rank threads, with no rendezvous.
+        threads = paired(cubeplug_all_reduce, raw_threads_all_reduce, iterations(nbytes, quick), rounds)
+        fig["raw_threads"] = {"us": threads["b_us"], "cubeplug_us": threads["a_us"],
+                              "ratio_median": threads["ratio_median"],
+                              "ratio_iqr": threads["ratio_iqr"]}  # fmt: skip
         out["all_reduce"][label] = fig
     nbytes = 256 << 20
     src = a.empty(nbytes)
@@ -218,6 +243,60 @@ def portable_figures(backend: str, quick: bool) -> dict[str, Any]:
     return out
 
 
+# ---------------------------------------------------------------------------------------- ray
+def ray_figures(backend: str, quick: bool, gpus: float, world: int = 2) -> dict[str, Any]:
+    """The data-parallel example's time per step: ``world`` Ray actors (a local cluster, one client
+    each, NCCL ids through Ray on cuda) vs ``world`` clients on threads of this process."""
+    import ray
+
+    import cubeplug.ray as cpray
+    from cubeplug.collectives import run_threads
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    sys.path.insert(0, str(examples))
+    import data_parallel
+
+    n, steps = 1 << 20, 20 if quick else 100
+    if backend == "cpu":
+        os.environ.setdefault("CUBEPLUG_BACKENDS_CPU_DEVICES", str(world))
+    if cubeplug.device_count(backend) >= world:
+        clients = [cubeplug.client(f"{backend}:{i}") for i in range(world)]
+    else:  # several clients of one device (a client is cached per overrides)
+        clients = [cubeplug.client(backend, streaming={"max_streams": 4 + i}) for i in range(world)]
+    one = run_threads(data_parallel.work, clients, n, steps)
+    # The actors import data_parallel by name and this checkout of cubeplug.
+    path = os.pathsep.join([str(examples), str(examples.parent), os.environ.get("PYTHONPATH", "")])
+    options: dict[str, Any] = {"num_gpus": int(world * gpus)} if gpus else {}
+    env = {"PYTHONPATH": path, **{k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
+    ray.init(num_cpus=max(2, world), include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": env}, **options)  # fmt: skip
+    try:
+        workers = cpray.Workers(world, backend, num_gpus=gpus)
+        try:
+            several = workers.run(data_parallel.work, n, steps)
+        finally:
+            workers.shutdown()
+    finally:
+        ray.shutdown()
+
+    def per_step(results: list[Any]) -> dict[str, Any]:
+        medians = [statistics.median(times[1:]) for _, times in results]  # the first step compiles
+        return {"step_ms": round(statistics.median(medians) * 1e3, 3),
+                "spread_ms": [round(min(min(t[1:]) for _, t in results) * 1e3, 3),
+                              round(max(max(t[1:]) for _, t in results) * 1e3, 3)],
+                "total": results[0][0], "ranks_agree": len({r[0] for r in results}) == 1}  # fmt: skip
+
+    single, actors = per_step(one), per_step(several)
+    return {
+        "device": [str(c.device) for c in clients],
+        "ray": ray.__version__,
+        "example": {"n": n, "steps": steps, "world": world, "gpus_per_actor": gpus},
+        "single_process": single,
+        "ray_actors": actors,
+        "ray_over_single": round(actors["step_ms"] / single["step_ms"], 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -225,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="the JSON file to write")
     parser.add_argument("--backend", default=None, help="cuda (default with two GPUs), cpu, opencl, webgpu")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ray", action="store_true",
+                        help="the data-parallel example: 2 Ray actors vs 2 clients here")  # fmt: skip
+    parser.add_argument("--gpus", type=float, default=None,
+                        help="GPUs per Ray actor (default: 1 on cuda, else 0)")  # fmt: skip
     args = parser.parse_args(argv)
     backend = args.backend
     if backend is None:
@@ -237,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         "backend": backend,
     }
     try:
-        if backend == "cuda":
+        if args.ray:
+            gpus = args.gpus if args.gpus is not None else (1.0 if backend == "cuda" else 0.0)
+            result["bench"] = "collectives-ray"
+            result.update(ray_figures(backend, args.quick, gpus))
+        elif backend == "cuda":
             if cubeplug.device_count("cuda") < 2:
                 raise RuntimeError("needs two CUDA devices")
             result.update(cuda_figures(args.quick))

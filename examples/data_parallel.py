@@ -84,8 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         # this checkout of cubeplug.
         here = os.path.dirname(os.path.abspath(__file__))
         path = os.pathsep.join([here, os.path.dirname(here), os.environ.get("PYTHONPATH", "")])
+        # With --gpus, the local cluster offers that many GPUs per actor (ray.init(num_gpus=2) for
+        # 2 actors of 1 GPU each); each actor then sees its own GPU as cuda:0.
+        gpus = {"num_gpus": int(args.ray * args.gpus)} if args.gpus else {}
+        # The actors get this process's NCCL settings too (e.g. NCCL_NVLS_ENABLE=0 where a machine
+        # must not use NVLink multicast), whatever environment the cluster's workers start with.
+        env = {"PYTHONPATH": path, **{k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
         ray.init(num_cpus=max(2, args.ray), include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}})  # fmt: skip
+                 runtime_env={"env_vars": env}, **gpus)  # fmt: skip
         import data_parallel
 
         workers = cpray.Workers(args.ray, args.backend, num_gpus=args.gpus)

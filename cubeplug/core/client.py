@@ -28,6 +28,7 @@ from cubeplug.core.collective import Collectives
 from cubeplug.core.errors import CaptureError, DeviceLostError, ForkedClientError, ValidationError, describe
 from cubeplug.core.graph import COPY, FILL, CaptureLauncher, Graph, own
 from cubeplug.core.handle import Handle, Tensor, check_shape
+from cubeplug.core.hostmem import StagedRead
 from cubeplug.core.kernel import DTYPES, CubeCount, ExecutionMode, Kernel, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import AllocationMode, MemoryUsage, PoolReport
@@ -99,6 +100,12 @@ class ComputeClient:
         """The server behind this client (for backend authors and tests); closed once the client is."""
         server = self._server
         return server.closed if isinstance(server, _ClosedServer) else server
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock held around this client's server calls (a collective that queues the other
+        ranks' parts from one thread holds theirs)."""
+        return self._lock
 
     def __repr__(self) -> str:
         return f"<ComputeClient {self._server.info}>"
@@ -453,8 +460,12 @@ class ComputeClient:
             moved = self._server.transfer_to(handle, other._server, sid)
         if moved is not None:
             return moved
-        data = self.read_one(handle)
-        return other.create(data)
+        handle = self._server.check_handle(handle)
+        if not handle.size:
+            return other.create(b"")
+        dst = other.empty(handle.size)
+        self._copy_through_host(handle, other, dst, sid, other._sid())
+        return dst
 
     def stream_id(self) -> int:
         """The server stream id of the calling thread (what :meth:`copy_to` takes as a stream)."""
@@ -505,11 +516,36 @@ class ComputeClient:
             if self._server.peer_copies_to(other._server):
                 self._server.copy_to_peer(src, other._server, dst, sid, osid)
                 return
-        with self._lock:
-            future = self._server.read_async([src], sid)
-        data = future.result()[0]
-        with other._lock:
-            other._server.write_into(dst, data, osid)
+        self._copy_through_host(src, other, dst, sid, osid)
+
+    def _copy_through_host(self, src: Handle, other: ComputeClient, dst: Handle, sid: int, osid: int) -> None:
+        """``src`` into ``dst`` (checked, of equal sizes) through host memory, in pieces of
+        :data:`HOST_PIECE` bytes: each read into this backend's staging memory
+        (``ComputeServer.read_staged``: pinned or mapped where it has some, never a host copy of
+        the bytes) and written into ``dst`` from there, the read of the next piece queued before
+        the write of this one. A piece bounds the staging memory one copy holds."""
+        n = src.size
+        pieces = [(at, min(HOST_PIECE, n - at)) for at in range(0, n, HOST_PIECE)]
+
+        def read(i: int) -> Future[StagedRead]:
+            at, size = pieces[i]
+            with self._lock:
+                return self._server.read_staged(_piece(src, at, size), sid)
+
+        pending: Future[StagedRead] | None = read(0)
+        try:
+            for i, (at, size) in enumerate(pieces):
+                assert pending is not None
+                staged = pending.result()
+                pending = read(i + 1) if i + 1 < len(pieces) else None
+                try:
+                    with other._lock:
+                        other._server.write_into(_piece(dst, at, size), staged.view, osid)
+                finally:
+                    staged.release()
+        finally:
+            if pending is not None:  # an error: the next piece's memory goes back once read
+                pending.add_done_callback(_release_staged)
 
     # ------------------------------------------------------------------ collectives
     @property
@@ -592,6 +628,23 @@ class ComputeClient:
                     collective.forget(int(server.id))  # its groups' communicators, before the device
                 finally:
                     server.close()
+
+
+#: Bytes of one piece of a copy between backends through host memory (a read into staging memory,
+#: then a write from it); the next piece is read while this one is written.
+HOST_PIECE = 16 << 20
+
+
+def _piece(handle: Handle, at: int, size: int) -> Handle:
+    """Bytes ``[at, at + size)`` of ``handle``, as a view (the handle itself when that is all of it)."""
+    if at == 0 and size == handle.size:
+        return handle
+    return handle.offset_start(at).offset_end(handle.size - at - size)
+
+
+def _release_staged(future: Future[StagedRead]) -> None:
+    if future.exception() is None:
+        future.result().release()
 
 
 def _no_replay(steps: Sequence[Any]) -> None:

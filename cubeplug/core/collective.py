@@ -11,12 +11,18 @@ Users' guide: docs/devices.md. Each participating client calls the same collecti
    (:class:`~cubeplug.core.errors.CollectiveMismatchError`), a rank failed its own checks
    (:class:`~cubeplug.core.errors.CollectiveAbortedError` for the others), or a rank never came
    (:class:`~cubeplug.core.errors.CollectiveTimeoutError` naming it);
-3. hands the round to the client's :class:`Collectives` (``ComputeServer.new_collectives`` for a
-   backend with its own, e.g. NCCL on cuda; else the portable one of :mod:`cubeplug.collectives`), which
-   queues this rank's part on the caller's stream and returns; the work runs asynchronously, ordered
-   with the client's other work on that stream;
-4. waits until every rank queued its part (a rank may overwrite its ``src`` only after the others
-   queued their reads of it), and returns.
+3. the last rank to arrive hands the round to the client's :class:`Collectives`
+   (``ComputeServer.new_collectives`` for a backend with its own, e.g. NCCL on cuda; else the
+   portable one of :mod:`cubeplug.collectives`): :meth:`Collectives.queue_all` queues every rank's
+   part on that rank's stream (NCCL: one ``groupStart``/``groupEnd``) while the others wait, then
+   lets them go; an implementation that queues per rank (the portable one) has each rank queue its
+   own part on its own thread (:meth:`Collectives.queue`), then waits until every rank queued (a
+   rank may overwrite its ``src`` only after the others queued their reads of it). Either way the
+   work runs asynchronously, ordered with the client's other work on the caller's stream.
+
+The per-call work is cached: the group and rank of a ``devices`` list (per client, checked by
+identity), and the checked :class:`Call` of each (kind, op, dtype, root, argument types); only the
+handles are checked at every call.
 
 The core holds no implementation that needs kernels (it cannot import ``lang``): the portable one
 installs itself here with :func:`install_portable` when :mod:`cubeplug.collectives` is imported, which
@@ -25,12 +31,14 @@ installs itself here with :func:`install_portable` when :mod:`cubeplug.collectiv
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from cubeplug.core.array import Array
 from cubeplug.core.errors import (
     CaptureError,
     CollectiveAbortedError,
@@ -80,6 +88,13 @@ class Collectives(ABC):
 
         May return a function that queues the rest (the writes of ``dst``), which :func:`run` calls
         once every rank queued its reads: a rank's ``dst`` may be its ``src``, which the others read."""
+
+    def queue_all(self, group: Group, rnd: Round) -> bool:
+        """Queue every rank's part, each on ``member.stream`` of ``member.client``, from the calling
+        thread (the last rank to arrive; the others wait until it returns), with every member's
+        client lock held; True once done. False (the default): each rank queues its own part on its
+        own thread with :meth:`queue`."""
+        return False
 
     def sync(self, client: Any) -> None:
         """Wait until the collectives the calling thread queued on ``client`` completed."""
@@ -146,19 +161,28 @@ def run(
     if isinstance(devices, ProcessGroup):  # one client per process: the group's own rendezvous
         devices.collective(client, kind, src, dst, op=op, dtype=dtype, root=root, timeout=timeout)
         return
-    group, rank = _join(client, devices)
+    seat = _seat(client, devices)
+    group, rank = seat.group, seat.rank
     impl: Collectives | None = None
     error: BaseException | None = None
     try:
         impl = client.collectives  # NCCL missing raises here: the other ranks are told
-        call, src_h, dst_h = prepare(client, impl, kind, src, dst, op, dtype, root, group.size, rank)
+        call = seat.call(client, impl, kind, src, dst, op, dtype, root)
+        src_h, dst_h = seat.handles(client, call, src, dst)
         stream = client.stream_id()
     except CubeplugError as exc:  # told to every rank (any other exception is a bug: raised here)
         error = exc
         call, src_h, dst_h, stream = Call(kind, str(op), str(dtype), 0), None, None, -1
     member = Member(rank, client, call, src_h, dst_h, stream, error)  # type: ignore[arg-type]
-    rnd = group.meet(member, timeout)
-    assert impl is not None  # meet raised this rank's own error otherwise
+    rnd, last = group.meet(member, timeout)
+    if last:
+        if rnd.complete:
+            assert impl is not None  # a rank whose own checks failed makes the round incomplete
+            _queue_all(impl, group, rnd, rank)
+        group.release(rnd, member)  # raises for a round that cannot run
+    assert impl is not None  # meet or release raised this rank's own error otherwise
+    if rnd.done:
+        return
     try:
         finish = impl.queue(group, rnd, member)
     except BaseException as exc:
@@ -169,14 +193,115 @@ def run(
         finish()
 
 
+def _queue_all(impl: Collectives, group: Group, rnd: Round, rank: int) -> None:
+    """The last rank's :meth:`Collectives.queue_all` for every rank, under every member's client
+    lock (taken in server id order, as ``to_client`` takes two): another thread of one of those
+    clients may be launching meanwhile."""
+    members: list[Member] = rnd.members  # type: ignore[assignment]  # all there: the round is complete
+    locks = [m.client.lock for m in sorted(members, key=lambda m: m.client.server.id)]
+    for lock in locks:
+        lock.acquire()
+    try:
+        rnd.done = impl.queue_all(group, rnd)
+    except BaseException as exc:  # the others' results are not valid; this rank raises its own
+        rnd.error = CollectiveAbortedError(
+            f"{group.rank_name(rank)} failed while queueing every rank's part of {members[0].call} "
+            f"({type(exc).__name__}: {exc}); this rank's result is not valid"
+        )
+        rnd.meeting.release()
+        raise
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+
+
+class _Seat:
+    """A client's place in the group of one ``devices`` list, and the calls it checked there."""
+
+    __slots__ = ("arrays", "calls", "group", "rank")
+
+    #: A client keeps the seats of this many ``devices`` lists, and a seat the checked handles of
+    #: this many Arrays (more: they start again).
+    LIMIT = 32
+
+    def __init__(self, group: Group, rank: int) -> None:
+        self.group = group
+        self.rank = rank
+        self.calls: dict[tuple[Any, ...], Call] = {}
+        #: Arrays already checked (contiguous, of this client: fixed for an Array's life), by id:
+        #: (a weak reference that proves it is the same Array, item size, its handle).
+        self.arrays: dict[int, tuple[weakref.ref[Any], int, Handle]] = {}
+
+    def handles(self, client: Any, call: Call, src: Any, dst: Any) -> tuple[Handle | None, Handle]:
+        """:func:`_handles`, with the Arrays checked before only checked for a dropped handle."""
+        arrays = self.arrays
+        itemsize = int(DTYPES[call.dtype].itemsize)
+        found = []
+        for obj in (src, dst):
+            known = arrays.get(id(obj))
+            if known is None or known[0]() is not obj or known[1] != itemsize or known[2].token is None:
+                break
+            found.append(known[2])
+        else:
+            return found[0], found[1]
+        src_h, dst_h = _handles(client, call, src, dst, self.rank)
+        if len(arrays) >= self.LIMIT:
+            arrays.clear()
+        for obj, h in ((src, src_h), (dst, dst_h)):
+            if type(obj) is Array and h is not None:
+                arrays[id(obj)] = (weakref.ref(obj), itemsize, h)
+        return src_h, dst_h
+
+    def call(
+        self, client: Any, impl: Collectives, kind: str, src: Any, dst: Any, op: Any, dtype: Any, root: Any
+    ) -> Call:
+        """The checked call (cached by kind, op, dtype, root and the arguments' types and dtypes)."""
+        try:
+            key = (kind, op, dtype, root, type(src), getattr(src, "dtype", None), type(dst),
+                   getattr(dst, "dtype", None))  # fmt: skip
+            return self.calls[key]
+        except TypeError:  # an unhashable op or dtype: checked (and refused) below
+            return _call(client, impl, kind, src, dst, op, dtype, root, self.group.size)
+        except KeyError:
+            found = self.calls[key] = _call(client, impl, kind, src, dst, op, dtype, root, self.group.size)
+            return found
+
+
+def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
+    """The client's seat for ``devices``: cached by the items themselves (clients compare by
+    identity, indices by value); joined, and checked, the first time and again once the group
+    closed (a member's client closed)."""
+    seats: dict[tuple[Any, ...], _Seat] | None = client.__dict__.get("_collective_seats")
+    try:
+        key: tuple[Any, ...] | None = tuple(devices)
+        seat = None if seats is None else seats.get(key)  # type: ignore[arg-type]
+    except TypeError:  # not a sequence, or unhashable items: _join says what is wrong
+        key = seat = None
+    if seat is not None and not seat.group.closed and not client.closed:
+        return seat
+    group, rank = _join(client, devices)
+    seat = _Seat(group, rank)
+    if key is not None:
+        if seats is None or len(seats) >= _Seat.LIMIT:
+            seats = client.__dict__["_collective_seats"] = {}
+        seats[key] = seat
+    return seat
+
+
 def prepare(
     client: Any, impl: Collectives, kind: str, src: Any, dst: Any, op: Any, dtype: Any, root: Any,
     size: int, rank: int,
 ) -> tuple[Call, Handle | None, Handle]:  # fmt: skip
     """One rank's checked call and handles (each problem a CollectiveError or ValidationError)."""
-    call = Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, size))
+    call = _call(client, impl, kind, src, dst, op, dtype, root, size)
     src_h, dst_h = _handles(client, call, src, dst, rank)
     return call, src_h, dst_h
+
+
+def _call(
+    client: Any, impl: Collectives, kind: str, src: Any, dst: Any, op: Any, dtype: Any, root: Any, size: int
+) -> Call:
+    return Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, size))
 
 
 def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
@@ -296,27 +421,25 @@ def _handles(
     client: Any, call: Call, src: Any, dst: Any, rank: int
 ) -> tuple[Handle | None, Handle]:
     """The handles of ``src`` and ``dst`` (Arrays must be contiguous), checked against the client."""
-    server = client.server
-    kind, root, itemsize = call.kind, call.root, int(DTYPES[call.dtype].itemsize)
-
-    def handle(obj: Any, what: str) -> Handle:
-        if hasattr(obj, "handle") and hasattr(obj, "is_contiguous"):
-            if not obj.is_contiguous:
-                raise ValidationError(f"{what} is a strided array view: pass a contiguous copy (.copy())")
-            if obj.client is not client:
-                raise ValidationError(f"{what} is an array of another client ({obj.client.device})")
-            obj = obj.handle
-        checked: Handle = server.check_handle(obj, what)
-        return checked
-
-    if kind == "broadcast" and rank != root:
-        src_h = None if src is None else handle(src, "src")
+    itemsize = int(DTYPES[call.dtype].itemsize)
+    if call.kind == "broadcast" and rank != call.root and src is None:
+        src_h = None
     else:
-        src_h = handle(src, "src")
-    dst_h = handle(dst, "dst")
-    for h, what in ((src_h, "src"), (dst_h, "dst")):
-        if h is not None and h.size % itemsize:
-            raise ValidationError(
-                f"{what} holds {h.size} B, not a whole number of {itemsize}-byte elements"
-            )
-    return src_h, dst_h
+        src_h = _handle(client, src, "src", itemsize)
+    return src_h, _handle(client, dst, "dst", itemsize)
+
+
+def _handle(client: Any, obj: Any, what: str, itemsize: int) -> Handle:
+    """The checked handle of ``obj`` (an Array of ``client``, contiguous, or a Handle)."""
+    if hasattr(obj, "handle") and hasattr(obj, "is_contiguous"):
+        if not obj.is_contiguous:
+            raise ValidationError(f"{what} is a strided array view: pass a contiguous copy (.copy())")
+        if obj.client is not client:
+            raise ValidationError(f"{what} is an array of another client ({obj.client.device})")
+        obj = obj.handle
+    checked: Handle = client.server.check_handle(obj, what)
+    if checked.size % itemsize:
+        raise ValidationError(
+            f"{what} holds {checked.size} B, not a whole number of {itemsize}-byte elements"
+        )
+    return checked

@@ -108,3 +108,24 @@ def staging_sizes(sizes: Iterable[Any]) -> list[int]:
             raise ValidationError(f"staging sizes are non-negative byte counts, got {size!r}")
         out.append(int(size))
     return out
+
+
+class StagedRead:
+    """Bytes a server read into host memory a transfer can write from directly, lent until
+    :meth:`release`: a block of CUDA pinned memory, a mapped host-allocated OpenCL buffer, a mapped
+    WebGPU staging buffer, or (the plain fallback) ordinary bytes. ``ComputeServer.read_staged``
+    makes them; a copy to another backend writes ``view`` there, then releases it."""
+
+    __slots__ = ("_release", "view")
+
+    def __init__(self, view: memoryview, release: Callable[[], None] | None = None) -> None:
+        self.view = view
+        self._release = release
+
+    def release(self) -> None:
+        """Give the memory back to its pool (once; the view must not be used after)."""
+        release, self._release = self._release, None
+        self.view = memoryview(b"")
+        if release is not None:
+            release()
+

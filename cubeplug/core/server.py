@@ -25,7 +25,7 @@ from cubeplug.core.collective import Collectives
 from cubeplug.core.config import Config
 from cubeplug.core.errors import CubeplugError, LaunchError, ValidationError
 from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, gather, tensor_extent
-from cubeplug.core.hostmem import staging_sizes
+from cubeplug.core.hostmem import StagedRead, staging_sizes
 from cubeplug.core.kernel import (
     DTYPES,
     CompileCache,
@@ -468,6 +468,22 @@ class ComputeServer(ABC):
         if handle.size:
             self.copy_to_peer(handle, other, dst, stream_id, other_sid)
         return dst
+
+    def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
+        """A future of ``handle``'s bytes in host memory that a copy to another backend writes
+        from (after the work queued on ``stream_id``), lent until the result's ``release()``: a
+        backend with pinned or mapped staging memory reads into it, with no host copy. The
+        default is the plain read (ordinary memory). Called with the client's lock held."""
+        staged: Future[StagedRead] = Future()
+
+        def done(read: Future[list[bytes]]) -> None:
+            try:
+                staged.set_result(StagedRead(memoryview(read.result()[0])))
+            except BaseException as e:
+                staged.set_exception(e)
+
+        self.read_async([handle], stream_id).add_done_callback(done)
+        return staged
 
     def peer_copies_to(self, other: ComputeServer) -> bool:
         """Whether :meth:`copy_to_peer` copies to ``other`` without the host (False by default)."""

@@ -48,7 +48,7 @@ from cubeplug.core.errors import (
     describe,
 )
 from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, view_dims
-from cubeplug.core.hostmem import host_address, host_buffer, host_copy, staging_sizes
+from cubeplug.core.hostmem import StagedRead, host_address, host_buffer, host_copy, staging_sizes
 from cubeplug.core.kernel import DTYPES, Buffer, CubeCount, ExecutionMode, Kernel, Scalar, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import SliceToken
@@ -119,6 +119,7 @@ __all__ = [
     "Scalar",
     "Scheduler",
     "SliceToken",
+    "StagedRead",
     "StagingPool",
     "Step",
     "StorageHandle",

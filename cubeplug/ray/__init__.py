@@ -118,7 +118,9 @@ class RayGroup(ProcessGroup):
         self._check([e[0] for e in every], [e[1] for e in every])
         if nccl:
             comm = self._communicator(impl, timeout)
-            impl.enqueue(comm, call, src_h, dst_h, client.stream_id(), self.world)  # type: ignore[attr-defined]
+            stream = client.stream_id()
+            with client.lock:  # as a launch: other threads of this client may be queueing too
+                impl.enqueue(comm, call, src_h, dst_h, stream, self.world)  # type: ignore[attr-defined]
             return
         client.write(dst_h, _host_result(call, [e[2] for e in every], self.rank))
 

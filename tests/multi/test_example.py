@@ -36,3 +36,31 @@ def test_opencl_clients() -> None:
 def test_ray_actors() -> None:
     pytest.importorskip("ray")
     assert "2 Ray actors" in run("cpu", "--ray", "2", "--n", "50001", "--steps", "2")
+
+
+def two_gpus() -> None:
+    """Skip unless two CUDA devices are here (the GPU machine: ``pytest -m gpu tests/multi``)."""
+    from tests.backends.cuda.conftest import gpu_skip_reason
+
+    reason = gpu_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    import cubeplug
+
+    if cubeplug.device_count("cuda") < 2:
+        pytest.skip("needs two CUDA devices")
+
+
+@pytest.mark.gpu
+def test_two_gpus_in_one_process() -> None:
+    two_gpus()
+    assert "cuda:1" in run("cuda", "--devices", "2", "--n", "1000003", "--steps", "3")
+
+
+@pytest.mark.gpu
+def test_two_gpus_on_ray_actors() -> None:
+    """One actor per GPU (``num_gpus=1``, a local cluster with ``num_gpus=2``): NCCL across the
+    two processes, its unique id handed over by Ray."""
+    pytest.importorskip("ray")
+    two_gpus()
+    assert "2 Ray actors" in run("cuda", "--ray", "2", "--gpus", "1", "--n", "1000003", "--steps", "3")

@@ -2,12 +2,12 @@
 
 In one process (``client.all_reduce(..., devices=[...])`` from one thread per device), the first
 collective of a device set makes its communicators with ``NcclCommunicator.initAll(devices)``, once,
-kept in the rendezvous group (:class:`~cubeplug.core.collective.Group`); every rank then issues its
-NCCL call on its own communicator, on the stream of the calling thread (after the work that stream
-must wait for, as a launch: ``MultiStream.resolve``), so the collective is ordered with the client's
-other work and the call returns without waiting for the device. One thread drives one device, so no
-``groupStart``/``groupEnd`` is needed; :meth:`NcclCollectives.enqueue_all` wraps the calls of one
-thread that drives several communicators in them.
+kept in the rendezvous group (:class:`~cubeplug.core.collective.Group`). The last rank to arrive
+then issues every rank's NCCL call, each on its communicator and on the stream of that rank's
+calling thread (after the work that stream must wait for, as a launch: ``MultiStream.enter``), in
+one ``groupStart``/``groupEnd`` (:meth:`NcclCollectives.queue_all`), while the other ranks wait for
+it: one thread hand-off per call, the way NCCL wants one thread driving several devices. The
+collective is ordered with each client's other work and returns without waiting for the device.
 
 Across processes (the Ray path, :mod:`cubeplug.ray`), :meth:`NcclCollectives.unique_id` makes the id
 rank 0 shares through Ray and :meth:`NcclCollectives.communicator` joins it
@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cubeplug.backends.cuda.device import current_device_kept
 from cubeplug.plugin import (
     DTYPES,
     Call,
@@ -70,6 +71,7 @@ class NcclCollectives(Collectives):
     def __init__(self, server: Any, nccl: Any) -> None:
         self._server = server
         self._nccl = nccl
+        self._plans: dict[Call, tuple[str, Any, Any, int]] = {}
 
     def dtypes(self, client: Any) -> frozenset[str]:
         """NCCL's types that the portable collectives take too (NCCL's i8 and u8 left out), so that
@@ -78,65 +80,101 @@ class NcclCollectives(Collectives):
         return frozenset(NCCL_TYPES) & SHARED_TYPES & frozenset(client.capabilities.dtypes)
 
     # ------------------------------------------------------------------ one process
+    def queue_all(self, group: Group, rnd: Round) -> bool:
+        """Every rank's NCCL call in one NCCL group, from the last rank's thread; False (each rank
+        goes the portable way) when clients share a device, which NCCL cannot group."""
+        comms = self._communicators(group, rnd)
+        if comms is None:
+            return False
+        members: list[Member] = rnd.members  # type: ignore[assignment]  # the round is complete
+        # Each call makes its server's device current; the calling thread gets its own back after.
+        world = group.size
+        calls = [(m.client.server, comms[m.rank], m.call, m.src, m.dst, m.stream, world) for m in members]
+        with current_device_kept():
+            self.enqueue_all(calls)
+        return True
+
     def queue(self, group: Group, rnd: Round, member: Member) -> Callable[[], None] | None:
-        """This rank's NCCL call on its communicator of the group (made by the first rank there)."""
+        """Clients sharing a device (``queue_all`` said False): the portable collectives."""
+        return portable().queue(group, rnd, member)
+
+    def _communicators(self, group: Group, rnd: Round) -> list[Any] | None:
+        """The group's communicators, made once per device set (None: clients share a device).
+        A group's members keep their devices (it is keyed by their servers or device indices)."""
+        state = group.state
+        if "nccl" in state:
+            found: list[Any] | None = state["nccl"]
+            return found
         devices = [m.client.server.device for m in rnd.members if m is not None]
-        if len(set(devices)) < len(devices):
-            # NCCL runs one rank per device: clients sharing a device go the portable way.
-            return portable().queue(group, rnd, member)
-        comms = self._communicators(group, devices)
-        self.enqueue(comms[member.rank], member.call, member.src, member.dst, member.stream, group.size)
-        return None  # NCCL orders the ranks' reads and writes itself
-
-    def _communicators(self, group: Group, devices: list[int]) -> list[Any]:
-        """The group's communicators, made once per device set by the first rank that needs them."""
         with group.lock:
-            comms: list[Any] | None = group.state.get("nccl")
-            if comms is None:
-                made = list(self._nccl.NcclCommunicator.initAll(devices))
-                group.state["nccl"] = comms = made
+            if "nccl" in group.state:
+                comms: list[Any] | None = group.state["nccl"]
+                return comms
+            if len(set(devices)) < len(devices):
+                group.state["nccl"] = None
+                return None
+            made = list(self._nccl.NcclCommunicator.initAll(devices))
 
-                def destroy(comms: list[Any] = made) -> None:  # when a member of the set closes
-                    for comm in comms:
-                        comm.destroy()
+            def destroy(comms: list[Any] = made) -> None:  # when a member of the set closes
+                for comm in comms:
+                    comm.destroy()
 
-                group.closers.append(destroy)
-            return comms
+            group.closers.append(destroy)
+            group.state["nccl"] = made
+            return made
 
     # ------------------------------------------------------------------ the NCCL calls
+    def _plan(self, call: Call) -> tuple[str, Any, Any, int]:
+        """(method, NCCL type, NCCL op or root, item size) of ``call``, made once per call."""
+        plan = self._plans.get(call)
+        if plan is None:
+            nccl = self._nccl
+            method = {"all_reduce": "allReduce", "broadcast": "broadcast", "all_gather": "allGather",
+                      "reduce_scatter": "reduceScatter"}[call.kind]  # fmt: skip
+            extra = call.root if call.kind == "broadcast" else getattr(nccl, NCCL_OPS.get(call.op, ""), None)
+            plan = self._plans[call] = (
+                method, getattr(nccl, NCCL_TYPES[call.dtype]), extra, int(DTYPES[call.dtype].itemsize)
+            )
+        return plan
+
     def enqueue(
         self, comm: Any, call: Call, src: Handle | None, dst: Handle, stream_id: int, world: int
     ) -> None:
         """Issue ``call`` on ``comm`` on stream ``stream_id`` of this server (after the work it
         must follow), without waiting for it."""
-        server = self._server
-        nccl = self._nccl
-        server.guard()
-        bindings = tuple(h for h in (src, dst) if h is not None)
-        dtype = getattr(nccl, NCCL_TYPES[call.dtype])
-        itemsize = int(DTYPES[call.dtype].itemsize)
-        with server.multistream.resolve(stream_id, bindings) as res:
-            stream = res.stream.ptr
-            recv = server.device_pointer(dst)
-            send = recv if src is None else server.device_pointer(src)
-            count = dst.size // itemsize
-            if call.kind == "all_reduce":
-                comm.allReduce(send, recv, count, dtype, getattr(nccl, NCCL_OPS[call.op]), stream)
-            elif call.kind == "broadcast":
-                comm.broadcast(send, recv, count, dtype, call.root, stream)
-            elif call.kind == "all_gather":
-                comm.allGather(send, recv, count // world, dtype, stream)
-            else:
-                comm.reduceScatter(send, recv, count, dtype, getattr(nccl, NCCL_OPS[call.op]), stream)
+        self.enqueue_all([(self._server, comm, call, src, dst, stream_id, world)])
 
-    def enqueue_all(self, calls: Sequence[tuple[Any, Call, Handle | None, Handle, int, int]]) -> None:
-        """Several NCCL calls from one thread (one per communicator), inside one NCCL group."""
-        self._nccl.groupStart()
+    def enqueue_all(self, calls: Sequence[tuple[Any, Any, Call, Handle | None, Handle, int, int]]) -> None:
+        """NCCL calls ``(server, comm, call, src, dst, stream id, world)`` from one thread, inside
+        one NCCL group (NCCL launches the kernels at ``groupEnd``, so the memory a stream borrows
+        from another is pinned after it, ordered after the kernels)."""
+        nccl = self._nccl
+        pins = []
+        nccl.groupStart()
         try:
-            for comm, call, src, dst, stream_id, world in calls:
-                self.enqueue(comm, call, src, dst, stream_id, world)
+            for server, comm, call, src, dst, stream_id, world in calls:
+                method, dtype, extra, itemsize = self._plan(call)
+                server.guard()
+                ms = server.multistream
+                state, analysis = ms.enter(stream_id, (src, dst) if src is not None else (dst,))
+                if analysis is not None and analysis.pinned:
+                    pins.append((ms, analysis, state.stream))
+                recv = server.device_pointer(dst)
+                send = recv if src is None else server.device_pointer(src)
+                count = dst.size // itemsize
+                stream = state.stream.ptr
+                if method == "allReduce":
+                    comm.allReduce(send, recv, count, dtype, extra, stream)
+                elif method == "broadcast":
+                    comm.broadcast(send, recv, count, dtype, extra, stream)
+                elif method == "allGather":
+                    comm.allGather(send, recv, count // world, dtype, stream)
+                else:
+                    comm.reduceScatter(send, recv, count, dtype, extra, stream)
         finally:
-            self._nccl.groupEnd()
+            nccl.groupEnd()
+            for ms, analysis, stream in pins:
+                ms.pin(analysis, stream)
 
     # ------------------------------------------------------------------ several processes
     def unique_id(self) -> Any:

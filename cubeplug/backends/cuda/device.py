@@ -172,6 +172,20 @@ class DeviceGuard:
 
 
 @contextmanager
+def current_device_kept() -> Iterator[None]:
+    """Run a block that may make other devices current (each server's guard does), then give the
+    calling thread back the device that was current before it."""
+    from cupy.cuda import runtime
+
+    prev = runtime.getDevice()
+    try:
+        yield
+    finally:
+        if runtime.getDevice() != prev:
+            runtime.setDevice(prev)
+
+
+@contextmanager
 def on_device(device: int) -> Iterator[None]:
     """Run a block with ``device`` current, restoring the previous device after."""
     from cupy.cuda import runtime

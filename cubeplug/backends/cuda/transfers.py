@@ -43,6 +43,7 @@ from cubeplug.plugin import (
     MultiStream,
     OutOfMemoryError,
     SliceToken,
+    StagedRead,
     Tensor,
     ValidationError,
     contiguous_strides,
@@ -403,6 +404,32 @@ class CudaTransfers(ComputeServer):
             raise map_cuda_error(e, "a device-to-host copy") from e
         result = cast("list[bytes]", out)
         future: EventFuture[list[bytes]] = EventFuture(event, lambda: result, self.streams.wait_event_sync)
+        self._completer.submit(future)
+        return future
+
+    def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
+        """``handle``'s bytes in a block of the pinned pool (one DMA, no host copy), lent until the
+        copy to another backend that writes from it releases it; a handle larger than
+        ``staging_max_bytes`` (a copy between backends reads pieces of 16 MiB) is read the plain way."""
+        n = handle.size
+        if n == 0 or n > self.options.staging_max_bytes:
+            return super().read_staged(handle, stream_id)
+        self.guard()
+        src = self._ptr(handle)
+        pool = self.pinned
+        with self.multistream.resolve(stream_id, (handle,)) as res:
+            block = pool.take(n)
+            try:
+                self._memcpy(block.ptr, src, n, D2H, res.stream.ptr)
+                event = self.streams.flush(res.stream)
+            except self._rt.CUDARuntimeError as e:
+                pool.give(block)  # nothing was queued into it
+                raise map_cuda_error(e, "a device-to-host copy") from e
+
+        def finish() -> StagedRead:
+            return StagedRead(block.array[:n].data, lambda: pool.give(block))
+
+        future: EventFuture[StagedRead] = EventFuture(event, finish, self.streams.wait_event_sync)
         self._completer.submit(future)
         return future
 

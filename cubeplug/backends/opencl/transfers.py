@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from cubeplug.backends.opencl.devices import DeviceContext
-from cubeplug.backends.opencl.staging import StagingPool
+from cubeplug.backends.opencl.staging import READ_STAGING_MAX, StagingPool
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
 from cubeplug.plugin import (
     ComputeServer,
     Handle,
     LaunchError,
     MultiStream,
+    StagedRead,
     ValidationError,
     host_buffer,
     host_copy,
@@ -175,6 +176,37 @@ class OpenCLTransfers(ComputeServer):
                 outs = held[:]
                 held.clear()
             future.set_result(outs)  # type: ignore[arg-type]
+
+        self.waiter.submit(marker, done)
+        return future
+
+    def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
+        """``handle``'s bytes in a pooled staging chunk (a mapped ``ALLOC_HOST_PTR`` buffer: DMA on a
+        GPU driver), lent until the copy to another backend that writes from it releases it. A
+        chunk on every device, unlike :meth:`read` on one whose memory is the host's: nothing
+        copies the bytes out of it, so it costs no second memcpy there either."""
+        n = handle.size
+        if n == 0 or n > READ_STAGING_MAX:
+            return super().read_staged(handle, stream_id)
+        future: Future[StagedRead] = Future()
+        held = [self.staging.take(n)]  # back to the pool when the last reference goes
+        with self.multistream.resolve(stream_id, (handle,)) as resolved:
+            queue = resolved.stream
+            try:
+                region = handle.memory().storage
+                events = [self._copy(queue, held[0].array[:n], self._pages[region.id],
+                                     src_offset=region.offset + handle.start, is_blocking=False)]  # fmt: skip
+                marker = self.streams.flush(queue)
+            except self._cl.Error as e:
+                raise LaunchError(f"reading back failed on {self.ctx.name}: {e}") from e
+
+        def done(error: BaseException | None) -> None:
+            events.clear()
+            if error is not None:
+                held.clear()
+                future.set_exception(error)
+                return
+            future.set_result(StagedRead(held[0].array[:n].data, held.clear))
 
         self.waiter.submit(marker, done)
         return future

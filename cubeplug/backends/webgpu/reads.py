@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 
 from cubeplug.backends.webgpu.health import DeviceHealth
-from cubeplug.plugin import CubeplugError, LaunchError, host_copy
+from cubeplug.plugin import CubeplugError, LaunchError, StagedRead, host_copy
 from cubeplug.plugin import StagingPool as ToolkitPool
 
 #: Staging buffers kept per size class, and the largest class kept.
@@ -117,10 +117,15 @@ class ReadFuture(Future[list[bytes]]):
     a lost device is read, and a device destroyed while a mapping is pending may resolve it.
     """
 
-    def __init__(self, parts: list[tuple[int, int]], nbytes: int, pool: StagingPool) -> None:
+    def __init__(
+        self, parts: list[tuple[int, int]], nbytes: int, pool: StagingPool, lend: bool = False
+    ) -> None:
         super().__init__()
         #: (position in the staging buffer, size) of each handle; none for a fence.
         self.parts = parts
+        #: The result is a StagedRead over the mapping of the one part (``read_staged``), which its
+        #: release unmaps and gives back, instead of a copy of each part.
+        self.lend = lend
         self.nbytes = nbytes
         self.staging: Any = None
         self._pool = pool
@@ -185,6 +190,19 @@ class ReadFuture(Future[list[bytes]]):
             if staging is None:
                 self.set_result(cast("list[bytes]", [bytearray(size) for _, size in self.parts]))
                 return
+            if self.lend:
+                try:
+                    health.probe()
+                    pos, size = self.parts[0]
+                    view = staging.read_mapped(0, self.nbytes, copy=False)[pos : pos + size]
+                except BaseException as e:
+                    self.staging = None
+                    lost = health.lost(e)
+                    self.set_exception(lost if lost is not None else e)
+                    return
+                self.staging = None
+                self.set_result(cast(Any, StagedRead(view, lambda: self._give_back(staging))))
+                return
             try:
                 result: list[bytes] = []
                 if self.parts:
@@ -207,6 +225,15 @@ class ReadFuture(Future[list[bytes]]):
             self.staging = None
             self._pool.give(staging)
             self.set_result(result)
+
+    def _give_back(self, staging: Any) -> None:
+        """A lent mapping's release: unmap it (its views were dropped) and give the buffer back."""
+        try:
+            staging.unmap()
+        except Exception:
+            staging.destroy()  # not reused: a buffer whose unmap failed may stay mapped
+            return
+        self._pool.give(staging)
 
     def result(self, timeout: float | None = None) -> Any:
         """The bytes of each handle (completed inline when waiting without a timeout)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram
 from cubeplug.backends.webgpu.queue import (
@@ -46,6 +46,7 @@ from cubeplug.plugin import (
     Kernel,
     MemoryProperties,
     Scheduler,
+    StagedRead,
     Step,
     ValidationError,
     describe,
@@ -418,6 +419,17 @@ class WgpuServer(ComputeServer):
     def read(self, stream_id: int, handles: list[Handle]) -> Future[list[bytes]]:
         """Queue copies into a staging buffer after the stream's work, submit, and map after the submit
         (first raising an asynchronous error: a dropped batch says so at the next read too)."""
+        return self._read(stream_id, handles, lend=False)
+
+    def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
+        """``handle``'s bytes in a mapped MAP_READ staging buffer, lent (mapped) until the copy to
+        another backend that writes from it releases it, which unmaps it and gives it back: the
+        read's copy out of the mapping is left out."""
+        if handle.size == 0:
+            return super().read_staged(handle, stream_id)
+        return cast("Future[StagedRead]", self._read(stream_id, [handle], lend=True))
+
+    def _read(self, stream_id: int, handles: list[Handle], *, lend: bool) -> Future[list[bytes]]:
         self.health.check()
         self.raise_async_error(self.queue.errors)
         parts: list[tuple[int, int]] = []
@@ -434,7 +446,7 @@ class WgpuServer(ComputeServer):
             regions.append((buffer, base, span))
             parts.append((pos + offset - base, size))
             pos += span
-        future = ReadFuture(parts, pos, self.queue.staging)
+        future = ReadFuture(parts, pos, self.queue.staging, lend)
         keep = [h.memory() for h in handles]
         self.scheduler.register(stream_id, (READ, regions, future, keep), handles)
         self.scheduler.flush(stream_id)

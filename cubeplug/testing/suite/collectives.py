@@ -347,3 +347,26 @@ class TestCollectiveErrors:
         with pytest.raises(CollectiveAbortedError, match="lists a closed client"):
             peers[0].all_reduce(y, y, devices=[peers[0], gone])
         self.still_work(peers)
+
+    def test_a_client_that_closes_after_collectives(
+        self, cubeplug_backend: Any, cubeplug_peers: list[Any]
+    ) -> None:
+        """What the first collective of a devices list checked (and each client then caches) is
+        checked again once a member closed, and a dropped array is caught at the next call."""
+        a, b = cubeplug_peers[0], cubeplug_backend.fresh()
+        pair = [a, b]
+        xs = [c.asarray(np.full(4, r + 1, np.float32)) for r, c in enumerate(pair)]
+        for _ in range(2):
+            ok(together(pair, lambda r, c: c.all_reduce(xs[r], xs[r], devices=pair)))
+        check(xs[0].numpy(), np.full(4, 6, np.float32))
+        dropped = a.asarray(np.ones(4, np.float32))
+        ok(together(pair, lambda r, c: c.all_reduce(dropped if r == 0 else xs[1], xs[r], devices=pair)))
+        dropped.handle.drop()
+        errors = together(pair, lambda r, c: c.all_reduce(dropped if r == 0 else xs[1], xs[r], devices=pair,
+                                                          timeout=30))  # fmt: skip
+        assert isinstance(errors[0], ValidationError) and "dropped" in str(errors[0]), errors[0]
+        assert isinstance(errors[1], CollectiveAbortedError), errors[1]
+        b.close()
+        with pytest.raises(CollectiveAbortedError, match="lists a closed client"):
+            a.all_reduce(xs[0], xs[0], devices=pair)
+        self.still_work(cubeplug_peers)

@@ -16,6 +16,7 @@ import itertools
 import re
 import struct
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -84,7 +85,7 @@ class Runtime(types.ModuleType):
         super().__init__("cupy.cuda.runtime")
         self.total = total
         self.devices = devices
-        self.device = 0
+        self._current = threading.local()  # the current device is per thread, as in CUDA
         self.dev: dict[int, tuple[Any, int, int]] = {}  # ptr -> (buffer, size, device)
         self.host: dict[int, tuple[Any, int]] = {}
         self.events: dict[int, dict[str, Any]] = {}
@@ -104,6 +105,15 @@ class Runtime(types.ModuleType):
     # devices
     def getDeviceCount(self) -> int:
         return self.devices
+
+    @property
+    def device(self) -> int:
+        """The calling thread's current device (0 until it sets one)."""
+        return int(getattr(self._current, "device", 0))
+
+    @device.setter
+    def device(self, device: int) -> None:
+        self._current.device = device
 
     def getDevice(self) -> int:
         return self.device

@@ -26,6 +26,10 @@ def _array(ptr: int, count: int, dtype: Any) -> np.ndarray:
     return np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype=dtype)
 
 
+#: (what, thread id) of every NCCL call and groupStart/groupEnd, in order (install clears it).
+LOG: list[tuple[str, int]] = []
+
+
 class World:
     def __init__(self, size: int) -> None:
         self.size = size
@@ -34,6 +38,7 @@ class World:
         self.calls: list[str] = []
 
     def call(self, rank: int, record: tuple[Any, ...]) -> None:
+        LOG.append((record[0], threading.get_ident()))
         with self.lock:
             assert rank not in self.pending, "a rank called twice in one round"
             self.pending[rank] = record
@@ -113,8 +118,9 @@ def install(monkeypatch: Any) -> types.ModuleType:
         setattr(nccl, f"NCCL_{name}", code)
     nccl.NcclCommunicator = NcclCommunicator  # type: ignore[attr-defined]
     nccl.available = True  # type: ignore[attr-defined]
-    nccl.groupStart = lambda: None  # type: ignore[attr-defined]
-    nccl.groupEnd = lambda: None  # type: ignore[attr-defined]
+    nccl.groupStart = lambda: LOG.append(("groupStart", threading.get_ident()))  # type: ignore[attr-defined]
+    nccl.groupEnd = lambda: LOG.append(("groupEnd", threading.get_ident()))  # type: ignore[attr-defined]
+    LOG.clear()
     NcclCommunicator.worlds = []
     NcclCommunicator.all = []
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)

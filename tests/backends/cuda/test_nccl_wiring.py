@@ -43,6 +43,35 @@ def test_all_reduce_through_nccl(pair: list[Any], op: str) -> None:
         np.testing.assert_array_equal(s.numpy(), expected(parts, op))
 
 
+def test_the_last_rank_issues_every_call_in_one_nccl_group(pair: list[Any]) -> None:
+    """One thread hand-off per call: the last rank to arrive issues both ranks' NCCL calls between
+    groupStart and groupEnd (NCCL's way for one thread driving several devices), each on the
+    stream of its own rank's thread; the other rank returns once its call was issued."""
+    xs = [c.asarray(np.full(64, r + 1, np.float32)) for r, c in enumerate(pair)]
+    for _ in range(3):
+        fake_nccl.LOG.clear()
+        ok(together(pair, lambda r, c: c.all_reduce(xs[r], xs[r], devices=pair)))
+        assert [what for what, _ in fake_nccl.LOG] == ["groupStart", "allReduce", "allReduce", "groupEnd"]
+        assert len({thread for _, thread in fake_nccl.LOG}) == 1
+    np.testing.assert_array_equal(xs[1].numpy(), np.full(64, 3 * 2**2, np.float32))
+    # the issuing thread's current device is its own again (the other rank's call switched it)
+    import cupy
+
+    current = [-1, -1]
+
+    def call(r: int, c: Any) -> None:
+        cupy.cuda.runtime.setDevice(r)
+        c.all_reduce(xs[r], xs[r], devices=pair)
+        current[r] = cupy.cuda.runtime.getDevice()
+
+    ok(together(pair, call))
+    assert current == [0, 1]
+    # ordered with each rank's later work on its stream: a read after the call sees the result
+    ok(together(pair, lambda r, c: c.all_reduce(xs[r], xs[r], "max", devices=pair)))
+    for x in xs:
+        np.testing.assert_array_equal(x.numpy(), np.full(64, 24, np.float32))  # 3 * 2**3
+
+
 def test_the_other_collectives_through_nccl(pair: list[Any]) -> None:
     data = sample("i32", 17, 1)
     views = [c.create(np.concatenate([np.zeros(3, np.int32), data])).offset_start(12) for c in pair]

@@ -1,0 +1,57 @@
+"""Copies between the cuda backend and another (cpu here): the cuda side reads into a block of its
+pinned pool (``read_staged``), which the other side writes from and which goes back at release;
+the other way the cuda side writes from the source's staging memory through its pinned blocks. On
+the fake runtime everywhere, and on a GPU (marked ``gpu``: ``pytest -m gpu tests/backends/cuda``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cubeplug
+from cubeplug.core import client as client_module
+from tests.multi.test_between_backends import Spy
+
+
+def test_cuda_to_cpu_and_back_through_pinned_memory(
+    make_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "HOST_PIECE", 4100)
+    gpu, cpu = make_client(), cubeplug.client("cpu")
+    pinned = gpu.server.pinned
+    lent: list[bool] = []
+    real = gpu.server.read_staged
+
+    def read_staged(handle: Any, stream_id: int) -> Any:
+        future = real(handle, stream_id)
+        staged = future.result()
+        address = int(np.frombuffer(staged.view, np.uint8).ctypes.data)
+        lent.append(pinned.contains(address, staged.view.nbytes))
+        return future
+
+    monkeypatch.setattr(gpu.server, "read_staged", read_staged)
+    spy = Spy(monkeypatch, gpu.server)  # counts reads and releases, on top of the pinned check
+    data = np.random.default_rng(5).standard_normal(2 * 1025 + 1).astype(np.float32)
+    h = gpu.create(data)
+    moved = gpu.to_client(h, cpu)
+    np.testing.assert_array_equal(cpu.to_numpy(moved, "f32"), data)
+    assert spy.reads == spy.released == 3 and lent == [True, True, True]
+    back = cpu.to_client(moved, gpu)  # cpu's plain read, written through cuda's pinned blocks
+    np.testing.assert_array_equal(gpu.to_numpy(back, "f32"), data)
+    dst = gpu.create(np.zeros(data.size + 2, np.float32))
+    cpu.copy_to(moved, gpu, dst.offset_start(4).offset_end(4))
+    got = gpu.to_numpy(dst, "f32")
+    np.testing.assert_array_equal(got[1:-1], data)
+    assert got[0] == 0 and got[-1] == 0
+
+
+def test_a_handle_beyond_the_staging_limit_is_read_the_plain_way(make_client: Callable[..., Any]) -> None:
+    gpu = make_client(staging_max_bytes="4KiB")
+    data = np.arange(2048, dtype=np.float32)  # 8 KiB
+    staged = gpu.server.read_staged(gpu.create(data), gpu.stream_id()).result()
+    assert not gpu.server.pinned.contains(int(np.frombuffer(staged.view, np.uint8).ctypes.data), 8192)
+    np.testing.assert_array_equal(np.frombuffer(staged.view, np.float32), data)
+    staged.release()
