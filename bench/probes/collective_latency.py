@@ -1,19 +1,23 @@
-"""Per-call latency of a 4 KiB f32 all_reduce between two persistent rank threads, without a GPU.
+"""Per-call latency of a 4 KiB f32 all_reduce between two persistent rank threads.
 
-    python bench/probes/collective_latency.py fake|cpu [calls]
+    python bench/probes/collective_latency.py fake|cpu|cuda [calls] [--profile]
 
 ``fake``: two cuda clients on the fake CuPy runtime and fake ``cupy.cuda.nccl`` of the tests (the
-NCCL path's Python and threading; the fake NCCL call is made to do nothing); ``cpu``: two cpu devices
-(the portable path). Each rank thread calls ``client.all_reduce`` in place ``calls`` times, as
-``bench/bench_collectives.py`` does; prints the median (min, max) of 7 samples, in microseconds per
-call, and the process's CPU time per call (both threads: less sensitive to a shared machine's
-load than the wall clock). The same loop with ``devices=[client]`` alone (no hand-off) is the
-"solo" figure: the per-call Python of one rank. Run it from the repository root.
+NCCL path's Python and threading; the fake NCCL call is made to do nothing); ``cpu``: two cpu
+devices (the portable path); ``cuda``: two real GPUs (NCCL). Each rank thread calls
+``client.all_reduce`` in place ``calls`` times, as ``bench/bench_collectives.py`` does; prints the
+median (min, max) of 7 samples, in microseconds per call, and the process's CPU time per call (both
+threads: less sensitive to a shared machine's load than the wall clock). The same loop with
+``devices=[client]`` alone (no hand-off) is the "solo" figure: the per-call Python of one rank.
+``--profile`` then profiles each rank thread over ``calls`` more calls (cProfile, the top
+functions by own time). Run it from the repository root.
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -53,8 +57,11 @@ def clients(which: str) -> list[Any]:
         from cubeplug.core.config import Config
 
         return [ComputeClient(CudaServer(CudaStorage(d), CudaStreams(d), Config(), d)) for d in (0, 1)]
-    os.environ["CUBEPLUG_BACKENDS_CPU_DEVICES"] = "2"
     import cubeplug
+
+    if which == "cuda":
+        return [cubeplug.client(f"cuda:{i}") for i in (0, 1)]
+    os.environ["CUBEPLUG_BACKENDS_CPU_DEVICES"] = "2"
 
     return [cubeplug.client(f"cpu:{i}") for i in (0, 1)]
 
@@ -85,6 +92,24 @@ def main() -> None:
         print(f"{which} {name}: all_reduce 4 KiB {statistics.median(s):.1f} us per call "
               f"(min {min(s):.1f}, max {max(s):.1f}); process CPU "
               f"{statistics.median(c):.1f} us per call")  # fmt: skip
+    if "--profile" in sys.argv:
+        # Rank 0's thread only: on Python 3.12 one profiler may be active at a time.
+        prof = cProfile.Profile()
+
+        def profiled(r: int, c: Any) -> None:
+            if r == 0:
+                prof.enable()
+            try:
+                c.all_reduce(xs[r], xs[r], devices=solo_devices[r] if solo_run else pair)
+            finally:
+                if r == 0:
+                    prof.disable()
+
+        for solo_run in (True, False):
+            both(ranks, profiled, n)
+            print(f"--- rank 0, {'solo' if solo_run else '2 ranks'}: {n} calls, by own time")
+            pstats.Stats(prof).sort_stats("tottime").print_stats(16)
+            prof = cProfile.Profile()
 
 
 if __name__ == "__main__":
