@@ -121,6 +121,8 @@ class RegBlock:
     tn: int
     vec: bool
     stages: int = 1
+    #: With float4 I/O, stage A as 4 x 4 squares of float4 rows (else scalar loads of A).
+    quad_a: bool = True
 
     @property
     def cube(self) -> tuple[int, int]:
@@ -173,7 +175,8 @@ def tiled(tile: int) -> Plan:
 
 def reg(rb: RegBlock) -> Plan:
     """A register-blocked kernel."""
-    shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages))
+    shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages),
+             ("AQ", int(rb.vec and rb.quad_a)))
     shared = rb.stages * rb.bk * (rb.bm + rb.bn)
     return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared)
 
@@ -184,7 +187,8 @@ def comptime(plan: Plan, name: str) -> dict[str, Any]:
     types = types_of(name, plan.vec)
     if plan.kernel is not matmul_reg:
         return {"T": types["T"], "ACC": types["ACC"], **dict(plan.shape)}
-    return {**types, **dict(plan.shape)}
+    shape = dict(plan.shape)
+    return {**types, "AIO": types["IO"] if shape["AQ"] else types["T"], **shape}
 
 
 def launch(
@@ -279,10 +283,11 @@ def _reference(
 REG_4X4 = RegBlock(64, 64, 16, 4, 4, False)
 REG_8X8 = RegBlock(128, 128, 8, 8, 8, False)
 REG_4X4_VEC = RegBlock(64, 64, 16, 4, 4, True)
-REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
+# Steps of 8 along k stage A with scalar loads (see matmul_reg.fetch for the measurements).
+REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True, quad_a=False)
 # Double-buffered (one barrier a step, the next tiles' loads in flight during the multiply-adds).
 REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
-REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2)
+REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, quad_a=False)
 # BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
 REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2)
 

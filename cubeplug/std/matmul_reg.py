@@ -66,29 +66,31 @@ def mad(ACC: cl.DType, acc: Array[Any], z: int, a: Any, b: Any) -> None:
 def fetch(
     a: Array[Any], b: Array[Any], m: Any, n: Any, k: Any, t: Any, row0: Any, col0: Any, tid: Any,
     sa: Array[Any], sb: Array[Any], x: Array[Any], quad: Array[Any],
-    ACC: cl.DType, V: cl.DType, IO: cl.DType, W: int, VIO: int, BN: int, BK: int, NT: int,
-    A_TASKS: int, B_TASKS: int,
+    ACC: cl.DType, V: cl.DType, IO: cl.DType, AIO: cl.DType, W: int, VIO: int, AQ: int, BN: int,
+    BK: int, NT: int, A_TASKS: int, B_TASKS: int,
 ) -> None:
     """Load this unit's share of the step at ``t`` from global memory into the registers ``sa``
-    (A: one V per task, or four with float4 loads) and ``sb`` (B: one V per task); out of the
+    (A: one V per task, or four with AQ's float4 squares) and ``sb`` (B: one V per task); out of the
     matrices, zeros. (The task counts come as arguments: a local assigned in a helper is a
     runtime value, and unroll needs comptime bounds.)"""
     for j in cl.unroll(range((A_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if A_TASKS % NT == 0 or e < A_TASKS:
-            if VIO == 1:
-                # W rows of one column: one V of a_tile's row p = e % BK.
+            if AQ == 0:
+                # W rows of one column: one V of a_tile's row p = e % BK (scalar loads).
                 gc = t + e % BK
                 for i in cl.unroll(range(W)):
                     gr = row0 + (e // BK) * W + i
                     x[i] = ACC(a[gr * k + gc]) if gr < m and gc < k else ACC(0)
                 sa[j] = pack(V, W, x)
             else:
-                # A 4 x 4 square (four float4 rows), transposed in registers.
+                # A 4 x 4 square (four float4 rows), transposed in registers. Which staging wins
+                # depends on the block (H200, CUDA, lang / hand speed): BK = 8 reg_8x8_vec 0.72
+                # with squares, 0.96 scalar; BK = 16 reg_8x8_vec_db16 1.13 with squares, 0.82 scalar.
                 gc = t + 4 * (e % (BK // 4))
                 for i in cl.unroll(range(4)):
                     gr = row0 + (e // (BK // 4)) * 4 + i
-                    quad[i] = a[(gr * k + gc) >> 2] if gr < m and gc < k else IO(0)
+                    quad[i] = a[(gr * k + gc) >> 2] if gr < m and gc < k else AIO(0)
                 for i in cl.unroll(range(4)):
                     sa[4 * j + i] = V(quad[0][i], quad[1][i], quad[2][i], quad[3][i])
     for j in cl.unroll(range((B_TASKS + NT - 1) // NT)):
@@ -108,13 +110,13 @@ def fetch(
 @cl.func
 def stash(
     a_tile: Array[Any], b_tile: Array[Any], buf: Any, tid: Any, sa: Array[Any], sb: Array[Any],
-    W: int, VIO: int, BM: int, BN: int, BK: int, NT: int, A_TASKS: int, B_TASKS: int,
+    W: int, AQ: int, BM: int, BN: int, BK: int, NT: int, A_TASKS: int, B_TASKS: int,
 ) -> None:
     """Store the registers :func:`fetch` filled into shared buffer ``buf`` (A transposed)."""
     for j in cl.unroll(range((A_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if A_TASKS % NT == 0 or e < A_TASKS:
-            if VIO == 1:
+            if AQ == 0:
                 a_tile[buf * (BK * BM // W) + (e % BK) * (BM // W) + e // BK] = sa[j]
             else:
                 for i in cl.unroll(range(4)):
@@ -147,10 +149,11 @@ def multiply(
 
 @cl.kernel
 def matmul_reg(
-    a: Array[IO], b: Array[IO], c: Array[IO], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
+    a: Array[AIO], b: Array[IO], c: Array[IO], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], IO: Comptime[cl.DType],
     W: Comptime[int], VIO: Comptime[int], BM: Comptime[int], BN: Comptime[int], BK: Comptime[int],
-    TM: Comptime[int], TN: Comptime[int], STAGES: Comptime[int],
+    TM: Comptime[int], TN: Comptime[int], STAGES: Comptime[int], AIO: Comptime[cl.DType],
+    AQ: Comptime[int],
 ) -> None:
     """``c = a @ b``, register-blocked (see the module docstring)."""
     # Locals, not the parameters: in WGSL a parameter is read from the scalars buffer at every
@@ -160,8 +163,8 @@ def matmul_reg(
     k = k_
     TX = BN // TN
     NT = TX * (BM // TM)
-    # Staging tasks a step: A in W-row columns (or 4 x 4 squares with float4s), B in V values.
-    A_TASKS = (BM // W) * (BK // VIO)
+    # Staging tasks a step: A in W-row columns (or 4 x 4 squares of float4s: AQ), B in V values.
+    A_TASKS = (BM // W) * (BK // (1 + 3 * AQ))
     B_TASKS = BK * (BN // W)
     a_tile = cl.shared(V, STAGES * BK * BM // W)
     b_tile = cl.shared(V, STAGES * BK * BN // W)
@@ -176,22 +179,22 @@ def matmul_reg(
     av = cl.local(V, TM // W)
     bv = cl.local(V, TN // W)
     x = cl.local(ACC, 4)
-    quad = cl.local(IO, 4)
-    sa = cl.local(V, VIO * ((A_TASKS + NT - 1) // NT))
+    quad = cl.local(AIO, 4)
+    sa = cl.local(V, (1 + 3 * AQ) * ((A_TASKS + NT - 1) // NT))
     sb = cl.local(V, (B_TASKS + NT - 1) // NT)
     if STAGES == 1:
         for t in range(0, k, BK):
             fetch(a, b, m, n, k, t, row0, col0, tid, sa, sb, x, quad,
-                  ACC, V, IO, W, VIO, BN, BK, NT, A_TASKS, B_TASKS)
-            stash(a_tile, b_tile, 0, tid, sa, sb, W, VIO, BM, BN, BK, NT, A_TASKS, B_TASKS)
+                  ACC, V, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
+            stash(a_tile, b_tile, 0, tid, sa, sb, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
             cl.sync_cube()
             multiply(a_tile, b_tile, 0, tx, ty, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
             cl.sync_cube()
     else:
         if k > 0:
             fetch(a, b, m, n, k, 0, row0, col0, tid, sa, sb, x, quad,
-                  ACC, V, IO, W, VIO, BN, BK, NT, A_TASKS, B_TASKS)
-            stash(a_tile, b_tile, 0, tid, sa, sb, W, VIO, BM, BN, BK, NT, A_TASKS, B_TASKS)
+                  ACC, V, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
+            stash(a_tile, b_tile, 0, tid, sa, sb, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
         cl.sync_cube()
         for t in range(0, k, BK):
             # Buffer t / BK % 2 holds this step; the other one was read a step ago, before the
@@ -200,10 +203,10 @@ def matmul_reg(
             more = t + BK < k
             if more:
                 fetch(a, b, m, n, k, t + BK, row0, col0, tid, sa, sb, x, quad,
-                      ACC, V, IO, W, VIO, BN, BK, NT, A_TASKS, B_TASKS)
+                      ACC, V, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
             multiply(a_tile, b_tile, cur, tx, ty, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
             if more:
-                stash(a_tile, b_tile, 1 - cur, tid, sa, sb, W, VIO, BM, BN, BK, NT, A_TASKS, B_TASKS)
+                stash(a_tile, b_tile, 1 - cur, tid, sa, sb, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
             cl.sync_cube()
     for gi in cl.unroll(range(TM // W)):
         for q in cl.unroll(range(W)):
