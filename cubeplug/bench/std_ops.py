@@ -59,7 +59,9 @@ def _ms(seconds: float) -> float:
 def _rate(case: Case, seconds: float | None) -> float | None:
     if seconds is None or seconds <= 0:
         return None
-    return round(case.work / seconds / (1e12 if case.unit == "TFLOP/s" else 1e9), 4)
+    # Four significant digits, not four decimals: a small matmul on the cpu backend's interpreter
+    # runs at about 1e-5 TFLOP/s, which four decimals would report as 0.
+    return float(f"{case.work / seconds / (1e12 if case.unit == 'TFLOP/s' else 1e9):.4g}")
 
 
 def _rate_key(case: Case) -> str:
