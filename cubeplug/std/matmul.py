@@ -13,6 +13,9 @@ Candidates (:data:`MATMUL`):
 * ``reg_4x4_vec``, ``reg_8x8_vec``: the same with float4 loads from global memory and float4
   stores (they need ``k`` and ``n`` multiples of 4, 16-byte aligned views, and a dtype with
   vectors: f32, i32, u32).
+* ``reg_8x8_db``, ``reg_8x8_vec_db``, ``reg_8x8_vec_db16``, ``reg_8x16_vec_db16``: double-buffered
+  (the next step's tiles loaded into registers during the multiply-adds, one barrier a step); steps
+  of 16 along ``k`` for the ``db16`` ones; a 128 x 256 block, 8 x 16 per unit, for the last.
 
 Dtypes: f32 (default), f64, f16, i32, u32, each where the device declares it. f16 reads f16 and
 writes f16 but accumulates in f32 (as ``cupy.matmul`` on f16 does through cuBLAS): the tiles are
@@ -290,6 +293,10 @@ REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
 REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, quad_a=False)
 # BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
 REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2)
+# 8 x 16 per unit (a 128 x 256 block): 6 vectors of shared memory read for 128 multiply-adds, where
+# 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
+# (bench/probes/matmul_blocks.py): 41.1 TFLOP/s, 0.80x cuBLAS, where reg_8x8_vec_db16 gave 38.7.
+REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2)
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {
@@ -304,6 +311,7 @@ PLANS = {
     "reg_8x8_db": reg(REG_8X8_DB),
     "reg_8x8_vec_db": reg(REG_8X8_VEC_DB),
     "reg_8x8_vec_db16": reg(REG_8X8_VEC_DB16),
+    "reg_8x16_vec_db16": reg(REG_8X16_VEC_DB16),
 }
 _PRIORITY = {"naive": 0, "tiled_8": 0, "tiled_16": 1, "tiled_32": 1}
 
