@@ -64,6 +64,8 @@ LINES, SLICES = 32, 8
 TARGET_UNITS = 1 << 21
 #: Most elements each unit folds (lavapipe ends a shader loop after 65535 iterations, silently).
 MAX_PER_UNIT = 32768
+#: Most lines column_pass takes (cubes along x, LINES each); more go to axis_pass.
+MAX_COLUMN_LINES = checks.MAX_GROUPS * LINES
 
 
 @cl.kernel
@@ -150,7 +152,7 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
         return result
     checks.buffer(client, array.handle, 0, "reduce_axis: array")
     view = DeviceTensor(array.handle, shape, strides, array.dtype)
-    if strides[0] == 1 and lines > 1:
+    if strides[0] == 1 and 1 < lines <= MAX_COLUMN_LINES:
         _columns(client, view, result, code, name)
         return result
     cubes_x = checks.groups(lines, 1)

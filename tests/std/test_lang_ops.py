@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from cubeplug import ValidationError, std
+from cubeplug.std import axis as axis_module
 from cubeplug.std.combine import OPS, identity
 from cubeplug.std.reduction import reduce_set
 from cubeplug.std.transpose import transpose_set
@@ -169,6 +170,15 @@ def test_reduce_axis_0_over_long_columns_splits_them(client: Any) -> None:
         got = std.reduce_axis(client, arr, 0, op).numpy()
         want = getattr(a, op)(axis=0)
         assert np.isnan(got[4]) and np.allclose(np.delete(got, 4), np.delete(want, 4), rtol=1e-4), op
+
+
+def test_reduce_axis_0_past_the_column_kernels_lines(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines beyond what column_pass's cubes cover (65535 x 32 of them) go to axis_pass: here the
+    limit is lowered to 64 lines, and column_pass must not be called."""
+    monkeypatch.setattr(axis_module, "MAX_COLUMN_LINES", 64)
+    monkeypatch.setattr(axis_module, "_columns", lambda *args: pytest.fail("column_pass past its limit"))
+    a = np.arange(5 * 100, dtype=np.int32).reshape(5, 100)
+    assert np.array_equal(std.reduce_axis(client, client.asarray(a), 0, "sum").numpy(), a.sum(axis=0))
 
 
 def test_reduce_axis_over_more_lines_than_cubes_along_x(client: Any) -> None:
