@@ -263,12 +263,16 @@ class Group:
             if error is not None:
                 rnd.failed[rank] = error
             phase.came[rank] = True
+            late = phase.closed  # the others' wait already ended (timed out): nothing to wait for
             last = all(phase.came)
-            if last:
+            if last and not late:
                 phase.closed = True
                 gate = None
-            else:
+            elif not late:
                 gate = phase.gates[rank] = _gate()
+        if late:
+            assert phase.error is not None  # a phase closed before its last rank came timed out
+            raise phase.error
         if gate is None:
             phase.release()
         else:

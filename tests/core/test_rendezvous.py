@@ -127,6 +127,41 @@ def test_the_second_wait_names_the_rank_that_never_queued() -> None:
     assert "rank 1 (b) did not queue its part" in str(errors[0])
 
 
+def test_a_rank_leaving_after_the_others_timed_out_raises_at_once() -> None:
+    """Ranks 0 and 1 time out in the second wait (ranks 2 and 3 missing); rank 2 comes later: it
+    gets their error at once, not after a timeout of its own and a second one."""
+    group = Group(("cpu", "t"), 4, ["a", "b", "c", "d"])
+    met = threading.Barrier(4)
+    results: list[Any] = [None] * 4
+
+    def run(m: Member) -> None:
+        rnd, last = group.meet(m, 10)
+        if last:
+            group.release(rnd, m)
+        met.wait()
+        if m.rank == 3:
+            return  # never leaves
+        if m.rank == 2:
+            time.sleep(0.6)  # the others' 0.2 s wait is over
+        t0 = time.monotonic()
+        try:
+            group.leave(rnd, m.rank, 0.2 if m.rank < 2 else 3.0)
+            results[m.rank] = "left"
+        except BaseException as exc:
+            results[m.rank] = (exc, time.monotonic() - t0)
+
+    threads = [threading.Thread(target=run, args=(member(r),)) for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    for r in range(3):
+        exc, _ = results[r]
+        assert isinstance(exc, CollectiveTimeoutError), results
+        assert "rank 3 (d)" in str(exc), exc
+    assert results[2][1] < 1.0, results  # before: 2 x 3 s, then a wrong message
+
+
 def test_a_rank_that_failed_to_queue_aborts_the_others() -> None:
     group = Group(("cpu", "t"), 2, ["a", "b"])
     results: dict[int, Any] = {}
