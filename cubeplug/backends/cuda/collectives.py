@@ -150,7 +150,10 @@ class NcclCollectives(Collectives):
         from another is pinned after it, ordered after the kernels)."""
         nccl = self._nccl
         pins = []
-        nccl.groupStart()
+        # Every rank's checks, ordering and pointers first: a failure while the group is open would
+        # still launch the ranks issued before it at groupEnd, and their kernels would wait forever
+        # for the missing peer (those clients' streams hung).
+        issued = []
         try:
             for server, comm, call, src, dst, stream_id, world in calls:
                 method, dtype, extra, itemsize = self._plan(call)
@@ -162,17 +165,21 @@ class NcclCollectives(Collectives):
                 recv = server.device_pointer(dst)
                 send = recv if src is None else server.device_pointer(src)
                 count = dst.size // itemsize
-                stream = state.stream.ptr
-                if method == "allReduce":
-                    comm.allReduce(send, recv, count, dtype, extra, stream)
-                elif method == "broadcast":
-                    comm.broadcast(send, recv, count, dtype, extra, stream)
-                elif method == "allGather":
-                    comm.allGather(send, recv, count // world, dtype, stream)
-                else:
-                    comm.reduceScatter(send, recv, count, dtype, extra, stream)
+                issued.append((comm, method, dtype, extra, send, recv, count, state.stream.ptr, world))
+            nccl.groupStart()
+            try:
+                for comm, method, dtype, extra, send, recv, count, stream, world in issued:
+                    if method == "allReduce":
+                        comm.allReduce(send, recv, count, dtype, extra, stream)
+                    elif method == "broadcast":
+                        comm.broadcast(send, recv, count, dtype, extra, stream)
+                    elif method == "allGather":
+                        comm.allGather(send, recv, count // world, dtype, stream)
+                    else:
+                        comm.reduceScatter(send, recv, count, dtype, extra, stream)
+            finally:
+                nccl.groupEnd()
         finally:
-            nccl.groupEnd()
             for ms, analysis, stream in pins:
                 ms.pin(analysis, stream)
 

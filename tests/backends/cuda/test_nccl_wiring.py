@@ -72,6 +72,29 @@ def test_the_last_rank_issues_every_call_in_one_nccl_group(pair: list[Any]) -> N
         np.testing.assert_array_equal(x.numpy(), np.full(64, 24, np.float32))  # 3 * 2**3
 
 
+def test_a_rank_failing_before_the_group_issues_no_call(pair: list[Any]) -> None:
+    """A rank whose part cannot be prepared (here its pointer lookup fails) stops the whole group
+    before groupStart: no rank's NCCL call is issued (one issued alone would wait forever for its
+    peer), every rank raises, and the next collective works."""
+    xs = [c.asarray(np.full(64, r + 1, np.float32)) for r, c in enumerate(pair)]
+    server = pair[1].server
+
+    def broken(handle: Any) -> int:
+        raise RuntimeError("no pointer")
+
+    server.device_pointer = broken  # on this instance only
+    try:
+        fake_nccl.LOG.clear()
+        results = together(pair, lambda r, c: c.all_reduce(xs[r], xs[r], devices=pair))
+    finally:
+        del server.device_pointer
+    assert all(isinstance(r, BaseException) for r in results), results
+    assert "allReduce" not in [what for what, _ in fake_nccl.LOG]
+    ok(together(pair, lambda r, c: c.all_reduce(xs[r], xs[r], devices=pair)))
+    for x in xs:
+        np.testing.assert_array_equal(x.numpy(), np.full(64, 3, np.float32))
+
+
 def test_the_other_collectives_through_nccl(pair: list[Any]) -> None:
     data = sample("i32", 17, 1)
     views = [c.create(np.concatenate([np.zeros(3, np.int32), data])).offset_start(12) for c in pair]
