@@ -257,7 +257,8 @@ class _Seat:
     ) -> Call:
         """The checked call (cached by kind, op, dtype, root and the arguments' types and dtypes)."""
         try:
-            key = (kind, op, dtype, root, type(src), getattr(src, "dtype", None), type(dst),
+            # type(root): True, 1.0 and 1 are equal keys, but only the int is a valid root
+            key = (kind, op, dtype, root, type(root), type(src), getattr(src, "dtype", None), type(dst),
                    getattr(dst, "dtype", None))  # fmt: skip
             return self.calls[key]
         except TypeError:  # an unhashable op or dtype: checked (and refused) below
@@ -273,7 +274,8 @@ def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
     closed (a member's client closed)."""
     seats: dict[tuple[Any, ...], _Seat] | None = client.__dict__.get("_collective_seats")
     try:
-        key: tuple[Any, ...] | None = tuple(devices)
+        # The items' types too: True and 1 are equal keys, but only the int is a device index.
+        key: tuple[Any, ...] | None = (*devices, *(type(d) for d in devices))
         seat = None if seats is None else seats.get(key)  # type: ignore[arg-type]
     except TypeError:  # not a sequence, or unhashable items: _join says what is wrong
         key = seat = None

@@ -223,8 +223,7 @@ class _Run:
                 if not go.any():
                     break
                 self.stop = self.brk.copy()
-                # Every lane on: run the body unmasked, so ramps and scalars assigned in it stay so.
-                self.block(body, None if m is None and self.alive is None and go.all() else go)
+                self.block(body, go)
                 if rf is not None:
                     inc = self.mask(_and(go, ~self.brk, self.alive))
                     ty = self.types[rf.var]

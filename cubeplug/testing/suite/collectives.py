@@ -298,6 +298,11 @@ class TestCollectiveErrors:
             a.all_reduce(x, x, devices=[a], dtype="i32")
         with pytest.raises(ValidationError, match="not a whole number of 4-byte elements"):
             a.all_reduce(x.handle.offset_end(2), x.handle.offset_end(2), devices=[a], dtype="f32")
+        # refused after an equal valid call too (True == 1.0 == 1 as cache keys)
+        a.broadcast(x, x, 0, devices=[a])
+        for root in (False, 0.0):
+            with pytest.raises(CollectiveMismatchError, match="root must be a rank"):
+                a.broadcast(x, x, root, devices=[a])
         self.still_work(cubeplug_peers)
 
     def test_a_participant_that_never_arrives(self, cubeplug_peers: list[Any]) -> None:
