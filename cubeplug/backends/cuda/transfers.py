@@ -422,14 +422,23 @@ class CudaTransfers(ComputeServer):
             try:
                 self._memcpy(block.ptr, src, n, D2H, res.stream.ptr)
                 event = self.streams.flush(res.stream)
-            except self._rt.CUDARuntimeError as e:
-                pool.give(block)  # nothing was queued into it
-                raise map_cuda_error(e, "a device-to-host copy") from e
+            except BaseException as e:
+                pool.give(block)  # nothing is left writing into it
+                if isinstance(e, self._rt.CUDARuntimeError):
+                    raise map_cuda_error(e, "a device-to-host copy") from e
+                raise
 
         def finish() -> StagedRead:
             return StagedRead(block.array[:n].data, lambda: pool.give(block))
 
+        def failed(f: Future[StagedRead]) -> None:
+            # The wait for the copy failed (a sticky CUDA error): no StagedRead will give the block
+            # back. (A cancelled future keeps it: the copy may still be writing into it.)
+            if not f.cancelled() and f.exception() is not None:
+                pool.give(block)
+
         future: EventFuture[StagedRead] = EventFuture(event, finish, self.streams.wait_event_sync)
+        future.add_done_callback(failed)
         self._completer.submit(future)
         return future
 

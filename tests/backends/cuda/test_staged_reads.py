@@ -5,6 +5,7 @@ the fake runtime everywhere, and on a GPU (marked ``gpu``: ``pytest -m gpu tests
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,31 @@ def test_cuda_to_cpu_and_back_through_pinned_memory(
     got = gpu.to_numpy(dst, "f32")
     np.testing.assert_array_equal(got[1:-1], data)
     assert got[0] == 0 and got[-1] == 0
+
+
+def test_a_failed_wait_gives_the_pinned_block_back(
+    make_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the wait for the copy into the pinned block fails (a sticky CUDA error), no StagedRead
+    exists to give the block back: the read's future does."""
+    gpu = make_client()
+    h = gpu.create(np.arange(256, dtype=np.float32))
+    given: list[Any] = []
+    real_give = gpu.server.pinned.give
+
+    def broken_wait(event: Any) -> None:
+        raise RuntimeError("sticky error")
+
+    with monkeypatch.context() as mp:  # undone before the client closes (it waits on events too)
+        mp.setattr(gpu.server.pinned, "give", lambda b, *a: (given.append(b), real_give(b, *a)))
+        mp.setattr(gpu.server.streams, "wait_event_sync", broken_wait)
+        future = gpu.server.read_staged(h, gpu.stream_id())
+        with pytest.raises(RuntimeError, match="sticky error"):
+            future.result(timeout=10)
+        deadline = time.monotonic() + 10  # the future's callbacks run just after its waiters wake
+        while not given and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(given) == 1
 
 
 def test_a_handle_beyond_the_staging_limit_is_read_the_plain_way(make_client: Callable[..., Any]) -> None:
