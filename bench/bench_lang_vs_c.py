@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from paired import paired
+from paired import each_backend, paired, run_header, versus
 
 import cubeplug
 from cubeplug import lang as cl
@@ -283,11 +281,7 @@ def measure(backend: str, sizes: dict[str, int], n: int, rounds: int) -> dict[st
                         hand(True)
 
                 fig = paired(a, b, n, rounds, drain=client.sync)
-                row[mode] = {
-                    "lang_us": fig["a_us"], "hand_us": fig["b_us"], "time_ratio": fig["ratio_median"],
-                    "time_ratio_iqr": fig["ratio_iqr"],
-                    "speed": round(1 / fig["ratio_median"], 3) if fig["ratio_median"] else None,
-                }
+                row[mode] = versus(fig)
             result[name] = row
             print(backend, name, json.dumps(row), flush=True)
     finally:
@@ -311,21 +305,8 @@ def main() -> None:
         # one cube too many for the H200's Vulkan device).
         sizes = {"axpy": (1 << 24) - 256, "block_sum": (1 << 24) - 256, "matmul": 2048}
         n, rounds = args.n or 50, args.rounds or 20
-    results: dict[str, Any] = {
-        "host": platform.node(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
-        "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "argv": sys.argv[1:], "launches_per_loop": n, "rounds": rounds,
-    }
-    for backend in args.backends.split(","):
-        try:
-            results[backend] = measure(backend, sizes, n, rounds)
-        except cubeplug.CubeplugError as e:
-            results[backend] = {"error": f"{type(e).__name__}: {e}"}
-            print(backend, results[backend], flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-
+    results = run_header(launches_per_loop=n, rounds=rounds)
+    each_backend(args.backends, lambda backend: measure(backend, sizes, n, rounds), results, args.json)
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,6 @@ import argparse
 import importlib
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from paired import paired
+from paired import each_backend, paired, run_header, versus
 from reference import hand_matmul
 
 import cubeplug
@@ -102,12 +101,10 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
         fig = paired(_loop(lang), _loop(hand), reps, rounds, drain=client.sync)
         flops = 2.0 * size**3
         out[name] = {
-            "hand": twin, "lang_us": fig["a_us"], "hand_us": fig["b_us"],
+            "hand": twin, **versus(fig),
             "lang_tflops": round(flops / fig["a_us"] / 1e6, 3),
             "hand_tflops": round(flops / fig["b_us"] / 1e6, 3),
-            "time_ratio": fig["ratio_median"], "time_ratio_iqr": fig["ratio_iqr"],
-            "speed": round(1 / fig["ratio_median"], 3) if fig["ratio_median"] else None,
-        }  # fmt: skip
+        }
         print(client.backend, name, json.dumps(out[name]), flush=True)
     return out
 
@@ -198,21 +195,11 @@ def main() -> None:
     # A fresh autotune cache: the figure is what tuning picks now, not a choice remembered from before.
     os.environ["CUBEPLUG_CACHE_DIR"] = tempfile.mkdtemp(prefix="cubeplug-bench-matmul-")
     cupy = _cupy()
-    results: dict[str, Any] = {
-        "host": platform.node(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
-        "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "argv": sys.argv[1:], "size": args.size, "big": args.big, "launches_per_loop": args.n,
-        "rounds": args.rounds, "cupy": cupy.__version__ if cupy is not None else None,
-    }  # fmt: skip
-    for backend in args.backends.split(","):
-        try:
-            results[backend] = measure(backend, args, cupy)
-        except cubeplug.CubeplugError as e:
-            results[backend] = {"error": f"{type(e).__name__}: {e}"}
-            print(backend, results[backend], flush=True)
-        with open(args.out, "w") as f:  # after every backend: a later failure keeps the earlier figures
-            json.dump(results, f, indent=2)
-
+    results = run_header(
+        size=args.size, big=args.big, launches_per_loop=args.n, rounds=args.rounds,
+        cupy=cupy.__version__ if cupy is not None else None,
+    )
+    each_backend(args.backends, lambda backend: measure(backend, args, cupy), results, args.out)
 
 if __name__ == "__main__":
     main()

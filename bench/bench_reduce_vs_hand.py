@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from paired import paired
+from paired import each_backend, paired, run_header, versus
 from reference import hand_elementwise, hand_reduce
 
 import cubeplug
@@ -59,12 +57,6 @@ def _repeat(fn: Callable[[], Any]) -> Callable[[int], None]:
             fn()
 
     return loop
-
-
-def _figure(fig: dict[str, Any], a: str, b: str) -> dict[str, Any]:
-    ratio = fig["ratio_median"]
-    return {f"{a}_us": fig["a_us"], f"{b}_us": fig["b_us"], "time_ratio": ratio,
-            "time_ratio_iqr": fig["ratio_iqr"], "speed": round(1 / ratio, 3) if ratio else None}
 
 
 class Cupy:
@@ -111,7 +103,7 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
                 raise AssertionError(f"{who} {t.name}: sum {got}, numpy {want} (tolerance {tol:.3g})")
         fig = paired(_repeat(lambda t=lang: t.fn(client, x, n)), _repeat(lambda t=hand: t.fn(client, x, n)),
                      iters, rounds, drain=drain)
-        rows[lang_name] = {"hand": hand_name, **_figure(fig, "lang", "hand")}
+        rows[lang_name] = {"hand": hand_name, **versus(fig, "lang", "hand")}
         print(client.backend, "candidate", lang_name, json.dumps(rows[lang_name]), flush=True)
 
     out: dict[str, Any] = {"n": n, "candidates": rows}
@@ -126,7 +118,7 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
         hand_best = hand_reduce.REDUCE_SUM.by_name[TWINS[best]]
         fig = paired(_repeat(lambda: std.reduce_sum(client, x, n)),
                      _repeat(lambda: hand_best.fn(client, x, n)), iters, rounds, drain=drain)
-        out["vs_hand_best"] = {"hand": hand_best.name, **_figure(fig, "lang", "hand")}
+        out["vs_hand_best"] = {"hand": hand_best.name, **versus(fig, "lang", "hand")}
         print(client.backend, "reduce_sum vs hand", json.dumps(out["vs_hand_best"]), flush=True)
     if raw.cp is not None:
         xc = raw.cp.asarray(host)
@@ -134,7 +126,7 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
             raise AssertionError("cupy.sum disagrees with numpy")
         fig = paired(_repeat(lambda: std.reduce_sum(client, x, n)), _repeat(lambda: raw.cp.sum(xc)),
                      iters, rounds, drain=drain)
-        out["vs_cupy_sum"] = _figure(fig, "lang", "cupy")
+        out["vs_cupy_sum"] = versus(fig, "lang", "cupy")
         out["vs_cupy_sum"]["goal"] = "time_ratio <= 1.05"
         print(client.backend, "reduce_sum vs cupy.sum", json.dumps(out["vs_cupy_sum"]), flush=True)
     return out
@@ -183,12 +175,12 @@ def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) ->
         }
     for op in ("fill", "copy", "axpy"):
         fig = paired(_repeat(lang[op]), _repeat(hand[op]), iters, rounds, drain=drain)
-        row = {"vs_hand": _figure(fig, "lang", "hand")}
+        row = {"vs_hand": versus(fig, "lang", "hand")}
         row["lang_gbps"] = round(moved[op] / (fig["a_us"] * 1e3), 1) if fig["a_us"] else None
         row["hand_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
         if op in cupy_ops:
             fig = paired(_repeat(lang[op]), _repeat(cupy_ops[op]), iters, rounds, drain=drain)
-            row["vs_cupy"] = _figure(fig, "lang", "cupy")
+            row["vs_cupy"] = versus(fig, "lang", "cupy")
             row["cupy_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
         rows[op] = row
         print(client.backend, op, json.dumps(row), flush=True)
@@ -222,20 +214,8 @@ def main() -> None:
     else:
         sizes = {"reduce": 1 << 28, "elementwise": 1 << 26}
         iters, rounds = args.iters or 20, args.rounds or 15
-    results: dict[str, Any] = {
-        "host": platform.node(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
-        "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "argv": sys.argv[1:], "sizes": sizes, "iters": iters, "rounds": rounds,
-    }
-    for backend in args.backends.split(","):
-        try:
-            results[backend] = measure(backend, sizes, iters, rounds)
-        except cubeplug.CubeplugError as e:
-            results[backend] = {"error": f"{type(e).__name__}: {e}"}
-            print(backend, results[backend], flush=True)
-        with open(args.out, "w") as f:  # after each backend: a later crash keeps the earlier figures
-            json.dump(results, f, indent=2)
-
+    results = run_header(sizes=sizes, iters=iters, rounds=rounds)
+    each_backend(args.backends, lambda backend: measure(backend, sizes, iters, rounds), results, args.out)
 
 if __name__ == "__main__":
     main()

@@ -10,11 +10,16 @@ load hit.
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+import cubeplug
 from cubeplug.bench import paired as pairing
 from cubeplug.bench.timing import Figure
 
@@ -52,3 +57,36 @@ def paired(
         "rounds": rounds,
         "n": n,
     }
+
+
+def versus(fig: dict[str, Any], a: str = "lang", b: str = "hand") -> dict[str, Any]:
+    """A :func:`paired` figure as a row of the lang-against-hand scripts: each side's microseconds
+    (``<a>_us``, ``<b>_us``), the time ratio a/b with its spread, and the speed b/a."""
+    ratio = fig["ratio_median"]
+    return {f"{a}_us": fig["a_us"], f"{b}_us": fig["b_us"], "time_ratio": ratio,
+            "time_ratio_iqr": fig["ratio_iqr"], "speed": round(1 / ratio, 3) if ratio else None}
+
+
+def run_header(**extra: Any) -> dict[str, Any]:
+    """What every result file starts with: host, machine, Python, date, the command's arguments."""
+    return {
+        "host": platform.node(), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "argv": sys.argv[1:], **extra,
+    }  # fmt: skip
+
+
+def each_backend(
+    backends: str, measure: Callable[[str], dict[str, Any]], results: dict[str, Any], out: str | None
+) -> None:
+    """``results[backend] = measure(backend)`` for each comma-separated backend (a CubeplugError is
+    the backend's ``error``), writing ``out`` after each one: a later crash keeps the earlier figures."""
+    for backend in backends.split(","):
+        try:
+            results[backend] = measure(backend)
+        except cubeplug.CubeplugError as e:
+            results[backend] = {"error": f"{type(e).__name__}: {e}"}
+            print(backend, results[backend], flush=True)
+        if out:
+            with open(out, "w") as f:
+                json.dump(results, f, indent=2)
