@@ -190,41 +190,34 @@ class ReadFuture(Future[list[bytes]]):
             if staging is None:
                 self.set_result(cast("list[bytes]", [bytearray(size) for _, size in self.parts]))
                 return
-            if self.lend:
-                try:
+            try:
+                out: Any
+                if self.lend:  # the mapping itself, lent until the StagedRead's release
                     health.probe()
                     pos, size = self.parts[0]
                     view = staging.read_mapped(0, self.nbytes, copy=False)[pos : pos + size]
-                except BaseException as e:
-                    self.staging = None
-                    lost = health.lost(e)
-                    self.set_exception(lost if lost is not None else e)
-                    return
-                self.staging = None
-                self.set_result(cast(Any, StagedRead(view, lambda: self._give_back(staging))))
-                return
-            try:
-                result: list[bytes] = []
-                if self.parts:
-                    health.probe()
-                    view = staging.read_mapped(0, self.nbytes, copy=False)
-                    # bytearrays: numpy views of them are writable, so to_numpy needs no second copy.
-                    # host_copy: one copy, no zero-fill, huge pages when large (core/hostmem.py).
-                    data = np.frombuffer(view, dtype=np.uint8)
-                    result = cast(
-                        "list[bytes]", [host_copy(data[pos : pos + size]) for pos, size in self.parts]
-                    )
-                    del data
-                    del view
-                staging.unmap()
+                    out = StagedRead(view, lambda: self._give_back(staging))
+                else:
+                    out = []
+                    if self.parts:
+                        health.probe()
+                        view = staging.read_mapped(0, self.nbytes, copy=False)
+                        # bytearrays: numpy views of them are writable, so to_numpy needs no second
+                        # copy. host_copy: one copy, no zero-fill, huge pages when large (hostmem.py).
+                        data = np.frombuffer(view, dtype=np.uint8)
+                        out = [host_copy(data[pos : pos + size]) for pos, size in self.parts]
+                        del data
+                        del view
+                    staging.unmap()
             except BaseException as e:
                 self.staging = None
                 lost = health.lost(e)
                 self.set_exception(lost if lost is not None else e)
                 return
             self.staging = None
-            self._pool.give(staging)
-            self.set_result(result)
+            if not self.lend:
+                self._pool.give(staging)
+            self.set_result(out)
 
     def _give_back(self, staging: Any) -> None:
         """A lent mapping's release: unmap it (its views were dropped) and give the buffer back."""
