@@ -59,10 +59,6 @@ class Member:
     def itemsize(self) -> int:
         return int(DTYPES[self.call.dtype].itemsize)
 
-    def count(self, handle: Handle | None) -> int:
-        """Elements of ``handle`` (0 for None)."""
-        return 0 if handle is None else handle.size // self.itemsize
-
 
 class Phase:
     """One wait of a round (the arrival, or the queueing of the parts): every rank comes once, and
@@ -165,7 +161,6 @@ class Group:
             rnd.members[rank] = member
             rnd.arrived += 1
             phase = rnd.meeting
-            phase.came[rank] = True
             if rnd.arrived == self.size:
                 self.round = Round(self.size)  # the next collective starts a round of its own
                 phase.closed = True

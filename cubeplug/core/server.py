@@ -57,6 +57,12 @@ _new = object.__new__
 _server_ids = itertools.count(1)
 
 
+def repeated_byte(pattern: bytes) -> int | None:
+    """The byte a fill ``pattern`` repeats (every byte the same: zero, or a u8's value), else None:
+    such a fill is a memset on every device API (CUDA, OpenCL), any offset and size."""
+    return pattern[0] if pattern and pattern.count(pattern[:1]) == len(pattern) else None
+
+
 class ComputeServer(ABC):
     """One device's executor: generic memory, handle and launch logic over backend primitives."""
 

@@ -56,7 +56,7 @@ from cubeplug.core.paths import cache_dir
 from cubeplug.core.plans import QueueCode
 from cubeplug.core.replay import Replay, Step, unique_handles
 from cubeplug.core.scheduler import Scheduler
-from cubeplug.core.server import Compiled, ComputeServer
+from cubeplug.core.server import Compiled, ComputeServer, repeated_byte
 from cubeplug.core.storage import ComputeStorage, MemoryProperties, StorageHandle, next_storage_id
 from cubeplug.core.stream import (
     EventStreamBackend,
@@ -142,6 +142,7 @@ __all__ = [
     "host_copy",
     "next_storage_id",
     "portable",
+    "repeated_byte",
     "size_class",
     "staging_sizes",
     "thread_streams",

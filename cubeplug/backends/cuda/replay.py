@@ -19,7 +19,7 @@ from typing import Any
 
 from cubeplug.backends.cuda.device import DeviceGuard
 from cubeplug.backends.cuda.stream import CudaStream
-from cubeplug.plugin import Handle, MultiStream, Step
+from cubeplug.plugin import Handle, MultiStream, Step, repeated_byte
 
 
 def capturable(steps: list[Step] | tuple[Step, ...]) -> bool:
@@ -27,7 +27,7 @@ def capturable(steps: list[Step] | tuple[Step, ...]) -> bool:
     for step in steps:
         if step.dynamic:
             return False
-        if step.is_fill and step.pattern.count(step.pattern[:1]) != len(step.pattern):
+        if step.is_fill and repeated_byte(step.pattern) is None:
             return False
     return True
 

@@ -51,6 +51,7 @@ from cubeplug.plugin import (
     host_address,
     host_buffer,
     host_copy,
+    repeated_byte,
     staging_sizes,
 )
 
@@ -471,8 +472,9 @@ class CudaTransfers(ComputeServer):
         dst = self._ptr(handle)
         with self.multistream.resolve(stream_id, (handle,)) as res:
             stream = res.stream
-            if pattern.count(pattern[:1]) == len(pattern):
-                self._memset(dst, pattern[0], n, stream.ptr)
+            byte = repeated_byte(pattern)
+            if byte is not None:
+                self._memset(dst, byte, n, stream.ptr)
                 return
             width = len(pattern)
             seed = min(n, FILL_SEED - FILL_SEED % width)

@@ -216,10 +216,9 @@ def resolve_steps(server: Any, steps: Sequence[Step]) -> list[_Op] | None:
     for step in steps:
         if step.is_launch:
             count, compiled = step.count, step.compiled
-            if count is None or compiled is None or count.handle is not None:
+            assert count is not None and compiled is not None  # a launch step carries both
+            if count.handle is not None:  # CubeCount.dynamic: the recorded replay reads it per run
                 return None
-            if not (count.x and count.y and count.z):
-                continue  # nothing to run, as a launch
             try:
                 server.check_count(count.x, count.y, count.z)
             except ValidationError:

@@ -32,6 +32,7 @@ from cubeplug.plugin import (
     ValidationError,
     host_buffer,
     host_copy,
+    repeated_byte,
     staging_sizes,
 )
 
@@ -250,7 +251,7 @@ class OpenCLTransfers(ComputeServer):
         pattern at an offset that is no multiple of its size (a view at an odd byte) has none (the
         host write of the repeated pattern fills it).
         """
-        if pattern.count(pattern[:1]) == len(pattern):
+        if repeated_byte(pattern) is not None:
             pattern = pattern[:1]
         offset = handle.memory().storage.offset + handle.start
         if offset % len(pattern) or handle.size % len(pattern):
