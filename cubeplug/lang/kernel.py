@@ -141,7 +141,9 @@ class LangKernel:
         (installing the dispatcher once)."""
         state = self._state[checked]
         client_launch = client.launch if checked else client.launch_unchecked
-        state[0] = (client, cube_dim, client_launch, spec.kernel, comptime, launcher)
+        names = self._comptime_names()
+        types = tuple(type(comptime.get(name)) for name in names)
+        state[0] = (client, cube_dim, client_launch, spec.kernel, comptime, launcher, types)
         attr = "launch" if checked else "launch_unchecked"
         if attr in self.__dict__:
             return
@@ -155,9 +157,14 @@ class LangKernel:
             "cl__unwrap": unwrap_arrays,
             "cl__slow": functools.partial(self._slow, checked),
         }
-        code = dispatcher_source(self.__name__, params, spec, checked, via_launcher)
+        code = dispatcher_source(self.__name__, params, spec, checked, via_launcher, names)
         exec(compile(code, f"<dispatcher {self.__name__}>", "exec"), namespace)
         setattr(self, attr, namespace[f"{self.__name__}_launch"])
+
+    def _comptime_names(self) -> tuple[str, ...]:
+        """The comptime parameters' names, in the signature's order."""
+        positional = set(self._positional())
+        return tuple(a.arg for i, a in enumerate(self.captured.tree.args.args) if i not in positional)
 
     def _positional(self) -> list[int]:
         """Indices of the parameters passed positionally at launch (all but comptime ones)."""

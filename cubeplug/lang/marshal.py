@@ -138,18 +138,22 @@ def launcher_source(name: str, spec: Specialized, checked: bool) -> str:
 
 
 def dispatcher_source(name: str, params: tuple[str, ...], spec: Specialized, checked: bool,
-                      via_launcher: bool = False) -> str:
+                      via_launcher: bool = False, comptime_names: tuple[str, ...] = ()) -> str:
     """Python source of a kernel's fast ``launch``: when the client, cube dim and comptime values
-    are those of the previous launch (state ``cl__state[0] = (client, cube_dim, client_launch,
-    kernel, comptime, launcher)``, read once so that a concurrent update is seen whole), it splits
-    the arguments and calls the client directly or, ``via_launcher`` (a kernel with comptime
-    parameters, whose specializations differ), calls the remembered launcher; anything else goes
-    to ``cl__slow``. ``params`` are the positional parameter names; a missing one (the sentinel) or
-    an extra one takes the slow path, which reports it."""
+    (and their types) are those of the previous launch (state ``cl__state[0] = (client, cube_dim,
+    client_launch, kernel, comptime, launcher, comptime types)``, read once so that a concurrent
+    update is seen whole), it splits the arguments and calls the client directly or,
+    ``via_launcher`` (a kernel with comptime parameters, whose specializations differ), calls the
+    remembered launcher; anything else goes to ``cl__slow``. ``params`` are the positional
+    parameter names; a missing one (the sentinel) or an extra one takes the slow path, which
+    reports it."""
     sig = ", ".join(["cl__client", "cl__count", "cl__dim", *(f"{p}=cl__NO" for p in params),
                      "*cl__more", "**cl__comptime"])
     last = f" and {params[-1]} is not cl__NO" if params else ""
-    same = "cl__comptime == cl__s[4]" if via_launcher else "not cl__comptime"
+    # Equal comptime values of the same types (cl__s[6]): 1, 1.0 and True are equal in Python but
+    # are other specializations, or refused by the parameter's Comptime annotation.
+    types = "".join(f" and type(cl__comptime[{n!r}]) is cl__s[6][{i}]" for i, n in enumerate(comptime_names))
+    same = f"cl__comptime == cl__s[4]{types}" if via_launcher else "not cl__comptime"
     lines = [
         f"def {name}_launch({sig}):",
         "    cl__s = cl__state[0]",

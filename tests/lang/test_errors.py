@@ -280,6 +280,11 @@ def test_equal_comptime_values_of_other_types_are_other_launches(client: Any) ->
     with pytest.raises(KernelTypeError, match=r"got 3.0 \(float\)"):
         needs_comptime.launch(client, 1, 1, y, N=3.0)  # the launcher dict holds (1, N=3)
     assert client.to_numpy(y, "f32")[0] == 3.0
+    needs_comptime.launch(client, 1, 1, y, N=1)  # the fast path remembers (1, N=1) now
+    for other in (1.0, True):  # equal to 1 in Python: not the same value to the kernel
+        with pytest.raises(KernelTypeError, match=r"Comptime\[int\], got"):
+            needs_comptime.launch(client, 1, 1, y, N=other)
+    assert client.to_numpy(y, "f32")[0] == 1.0
 
 
 def test_source_not_available() -> None:
