@@ -26,6 +26,7 @@ works, not figures to tune on).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -36,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from paired import each_backend, paired, run_header, versus
+from paired import each_backend, paired, repeat, run_header, versus
 
 import cubeplug
 from cubeplug import lang as cl
@@ -270,17 +271,8 @@ def measure(backend: str, sizes: dict[str, int], n: int, rounds: int) -> dict[st
             check()
             row: dict[str, Any] = {}
             for mode in ("checked", "unchecked"):
-                checked = mode == "checked"
-
-                def a(k: int, lang: Launch = lang, checked: bool = checked) -> None:
-                    for _ in range(k):
-                        lang(checked)
-
-                def b(k: int, hand: Launch = hand) -> None:
-                    for _ in range(k):
-                        hand(True)
-
-                fig = paired(a, b, n, rounds, drain=client.sync)
+                ours, theirs = functools.partial(lang, mode == "checked"), functools.partial(hand, True)
+                fig = paired(repeat(ours), repeat(theirs), n, rounds, drain=client.sync)
                 row[mode] = versus(fig)
             result[name] = row
             print(backend, name, json.dumps(row), flush=True)

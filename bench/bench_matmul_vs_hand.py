@@ -28,14 +28,13 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from paired import each_backend, paired, run_header, versus
+from paired import each_backend, paired, repeat, run_header, versus
 from reference import hand_matmul
 
 import cubeplug
@@ -43,14 +42,6 @@ from cubeplug import std
 from cubeplug.core.tune import tuner_for
 
 mm = importlib.import_module("cubeplug.std.matmul")  # the module (``std.matmul`` is the function)
-
-
-def _loop(fn: Callable[[], Any]) -> Callable[[int], None]:
-    def run(k: int) -> None:
-        for _ in range(k):
-            fn()
-
-    return run
 
 
 def _cupy() -> Any:
@@ -98,7 +89,7 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
             if not err <= tol:
                 raise AssertionError(f"{name} {what}: max abs error {err:.3g} above {tol:.3g}")
         reps = n if name != "naive" else max(1, n // 4)
-        fig = paired(_loop(lang), _loop(hand), reps, rounds, drain=client.sync)
+        fig = paired(repeat(lang), repeat(hand), reps, rounds, drain=client.sync)
         flops = 2.0 * size**3
         out[name] = {
             "hand": twin, **versus(fig),
@@ -145,7 +136,7 @@ def autotuned(client: Any, size: int, dtype: str, n: int, rounds: int, cupy: Any
             client.sync()
             cupy.cuda.Device().synchronize()
 
-        fig = paired(_loop(ours), _loop(lambda: cupy.matmul(da, db, out=dc)), n, rounds, drain=drain)
+        fig = paired(repeat(ours), repeat(lambda: cupy.matmul(da, db, out=dc)), n, rounds, drain=drain)
         ratio = fig["ratio_median"]
         row.update({
             "cubeplug_tflops": round(flops / fig["a_us"] / 1e6, 3),
@@ -155,7 +146,7 @@ def autotuned(client: Any, size: int, dtype: str, n: int, rounds: int, cupy: Any
         })  # fmt: skip
     else:
         t0 = time.perf_counter()
-        _loop(ours)(n)
+        repeat(ours)(n)
         client.sync()
         row["cubeplug_tflops"] = round(flops * n / (time.perf_counter() - t0) / 1e12, 4)
         row["baseline"] = None

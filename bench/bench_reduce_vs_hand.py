@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from paired import each_backend, paired, run_header, versus
+from paired import each_backend, paired, repeat, run_header, versus
 from reference import hand_elementwise, hand_reduce
 
 import cubeplug
@@ -49,14 +49,6 @@ TWINS = {
     "vec4_x16": "vec4_x16", "vec4_x64": "vec4_x64", "vec4_resident": "vec4_resident",
     "atomic_x16_ilp4": "atomic_x16", "atomic_vec4_x16": "atomic_vec4_x16",
 }
-
-
-def _repeat(fn: Callable[[], Any]) -> Callable[[int], None]:
-    def loop(k: int) -> None:
-        for _ in range(k):
-            fn()
-
-    return loop
 
 
 class Cupy:
@@ -101,7 +93,7 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
             got = _value(client, t.fn(client, x, n))
             if abs(got - want) > tol:
                 raise AssertionError(f"{who} {t.name}: sum {got}, numpy {want} (tolerance {tol:.3g})")
-        fig = paired(_repeat(lambda t=lang: t.fn(client, x, n)), _repeat(lambda t=hand: t.fn(client, x, n)),
+        fig = paired(repeat(lambda t=lang: t.fn(client, x, n)), repeat(lambda t=hand: t.fn(client, x, n)),
                      iters, rounds, drain=drain)
         rows[lang_name] = {"hand": hand_name, **versus(fig, "lang", "hand")}
         print(client.backend, "candidate", lang_name, json.dumps(rows[lang_name]), flush=True)
@@ -116,15 +108,15 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
     if rows:
         best = min(rows, key=lambda name: rows[name]["hand_us"])
         hand_best = hand_reduce.REDUCE_SUM.by_name[TWINS[best]]
-        fig = paired(_repeat(lambda: std.reduce_sum(client, x, n)),
-                     _repeat(lambda: hand_best.fn(client, x, n)), iters, rounds, drain=drain)
+        fig = paired(repeat(lambda: std.reduce_sum(client, x, n)),
+                     repeat(lambda: hand_best.fn(client, x, n)), iters, rounds, drain=drain)
         out["vs_hand_best"] = {"hand": hand_best.name, **versus(fig, "lang", "hand")}
         print(client.backend, "reduce_sum vs hand", json.dumps(out["vs_hand_best"]), flush=True)
     if raw.cp is not None:
         xc = raw.cp.asarray(host)
         if abs(float(raw.cp.sum(xc)) - want) > tol:
             raise AssertionError("cupy.sum disagrees with numpy")
-        fig = paired(_repeat(lambda: std.reduce_sum(client, x, n)), _repeat(lambda: raw.cp.sum(xc)),
+        fig = paired(repeat(lambda: std.reduce_sum(client, x, n)), repeat(lambda: raw.cp.sum(xc)),
                      iters, rounds, drain=drain)
         out["vs_cupy_sum"] = versus(fig, "lang", "cupy")
         out["vs_cupy_sum"]["goal"] = "time_ratio <= 1.05"
@@ -174,12 +166,12 @@ def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) ->
             "axpy": lambda: raw.axpy_kernel(cx, a, cy),
         }
     for op in ("fill", "copy", "axpy"):
-        fig = paired(_repeat(lang[op]), _repeat(hand[op]), iters, rounds, drain=drain)
+        fig = paired(repeat(lang[op]), repeat(hand[op]), iters, rounds, drain=drain)
         row = {"vs_hand": versus(fig, "lang", "hand")}
         row["lang_gbps"] = round(moved[op] / (fig["a_us"] * 1e3), 1) if fig["a_us"] else None
         row["hand_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
         if op in cupy_ops:
-            fig = paired(_repeat(lang[op]), _repeat(cupy_ops[op]), iters, rounds, drain=drain)
+            fig = paired(repeat(lang[op]), repeat(cupy_ops[op]), iters, rounds, drain=drain)
             row["vs_cupy"] = versus(fig, "lang", "cupy")
             row["cupy_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
         rows[op] = row

@@ -59,6 +59,16 @@ def paired(
     }
 
 
+def repeat(fn: Callable[[], Any]) -> Callable[[int], None]:
+    """``fn`` as a loop of ``k`` calls, the shape :func:`paired` times."""
+
+    def loop(k: int) -> None:
+        for _ in range(k):
+            fn()
+
+    return loop
+
+
 def versus(fig: dict[str, Any], a: str = "lang", b: str = "hand") -> dict[str, Any]:
     """A :func:`paired` figure as a row of the lang-against-hand scripts: each side's microseconds
     (``<a>_us``, ``<b>_us``), the time ratio a/b with its spread, and the speed b/a."""
