@@ -48,6 +48,8 @@ class ComputeClient:
     def __init__(self, server: ComputeServer) -> None:
         self._channel = DeviceHandle(server)
         self._server = server
+        #: The seats of this client's collectives by ``devices`` list (kept by core/collective.py).
+        self.collective_seats: dict[tuple[Any, ...], Any] = {}
         self._lock = self._channel.lock
         self._acquire = self._lock.acquire
         self._release = self._lock.release

@@ -272,11 +272,11 @@ def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
     """The client's seat for ``devices``: cached by the items themselves (clients compare by
     identity, indices by value); joined, and checked, the first time and again once the group
     closed (a member's client closed)."""
-    seats: dict[tuple[Any, ...], _Seat] | None = client.__dict__.get("_collective_seats")
+    seats: dict[tuple[Any, ...], _Seat] = client.collective_seats
     try:
         # The items' types too: True and 1 are equal keys, but only the int is a device index.
         key: tuple[Any, ...] | None = (*devices, *(type(d) for d in devices))
-        seat = None if seats is None else seats.get(key)  # type: ignore[arg-type]
+        seat = seats.get(key)  # type: ignore[arg-type]
     except TypeError:  # not a sequence, or unhashable items: _join says what is wrong
         key = seat = None
     if seat is not None and not seat.group.closed and not client.closed:
@@ -284,8 +284,8 @@ def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
     group, rank = _join(client, devices)
     seat = _Seat(group, rank)
     if key is not None:
-        if seats is None or len(seats) >= _Seat.LIMIT:
-            seats = client.__dict__["_collective_seats"] = {}
+        if len(seats) >= _Seat.LIMIT:
+            seats.clear()
         seats[key] = seat
     return seat
 
