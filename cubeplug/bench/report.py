@@ -140,6 +140,10 @@ def std_lines(section: Mapping[str, Any]) -> list[Line]:
             out.append(Line(f"{label} vs {yardstick['backend']} (same GPU, unpaired)", row["cubeplug_ms"],
                             yardstick["cuda_ms"], yardstick["ratio_time_over_cuda"],
                             yardstick.get("spread_ratio_time_over_cuda"), 4))  # fmt: skip
+            if yardstick.get("ratio_device_time_over_cuda") is not None:
+                out.append(Line(f"{name} device time vs {yardstick['backend']} (same GPU, unpaired)",
+                                row["cubeplug_device_ms"], yardstick["cuda_ms"],
+                                yardstick["ratio_device_time_over_cuda"], None, 4))  # fmt: skip
         else:
             # The JSON keeps the whole note (why there is none); the table says which is missing.
             note = "no yardstick" if "yardstick_note" in row else row.get("raw_note") or "no yardstick"

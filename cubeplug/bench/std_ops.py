@@ -115,6 +115,13 @@ def measure(
         row[f"raw_{key}"] = _rate(case, base.median)
         row["ratio_time_cubeplug_over_raw"] = pair.ratio()
         row["spread_ratio_time_cubeplug_over_raw"] = pair.spread()
+    if not bench.device_timing and client.capabilities.device_timing:
+        # Host time (above) is what back-to-back calls cost, submission included; a backend timed on
+        # the host against a device-timed yardstick (WebGPU vs CUDA) also gets the device's own time
+        # of the same loop, so that the kernels compare like with like.
+        device = bench.ours(case.ours, iters, device=True)
+        row["cubeplug_device_ms"] = _ms(device.median)
+        row["cubeplug_device_best_ms"] = _ms(device.best)
     if case.op == "transpose" and bench.raw is not None:
         # The bandwidth goal of a transpose: the library's device copy of the same bytes.
         peak: Figure = bench.raw.copy(int(case.work) // 2, iters, bench.plan.repeats)
@@ -239,6 +246,12 @@ def attach_yardsticks(backends: Mapping[str, Any]) -> None:
                     "rounds": len(ratios),
                     "paired": False,
                 },
+                "cuda_timing": other.get("timing", {}).get("cubeplug"),
+                "ratio_device_time_over_cuda": (
+                    round(float(row["cubeplug_device_ms"]) / cuda_ms, 4)
+                    if "cubeplug_device_ms" in row and other.get("timing", {}).get("cubeplug") == "device"
+                    else None
+                ),
                 "raw_call": match.get("raw_call"),
                 "raw_ms": match.get("raw_ms"),
                 "ratio_time_over_raw": (

@@ -116,10 +116,16 @@ class BackendBench:
         }
 
     # ------------------------------------------------------------------ timing
-    def ours(self, op: Callable[[], object], iters: int, repeats: int | None = None) -> Figure:
-        """Seconds per ``op()`` over ``iters`` calls: device events or host time ending in a sync."""
+    def ours(
+        self, op: Callable[[], object], iters: int, repeats: int | None = None, device: bool | None = None
+    ) -> Figure:
+        """Seconds per ``op()`` over ``iters`` calls: device events or host time ending in a sync.
+
+        ``device`` overrides the bench's choice (``device_timing``); device time needs a client whose
+        capabilities have ``device_timing``."""
         client = self.client
         repeats = repeats or self.plan.repeats
+        on_device = self.device_timing if device is None else device
 
         def loop() -> None:
             for _ in range(iters):
@@ -129,7 +135,7 @@ class BackendBench:
         client.sync()
         samples = []
         for _ in range(repeats):
-            if self.device_timing:
+            if on_device:
                 _, duration = client.profile(loop)
                 samples.append(duration.seconds() / iters)
             else:

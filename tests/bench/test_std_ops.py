@@ -85,6 +85,47 @@ def test_opencl_and_webgpu_rows_take_the_cuda_figure_of_the_same_gpu() -> None:
     assert "yardstick" not in backends["cuda"]["std_ops"]["rows"][0]  # cuda has its library
 
 
+def test_a_device_time_compares_with_cuda_only_when_cuda_was_timed_on_the_device() -> None:
+    gpu = "NVIDIA H200"
+    webgpu_row = _other_row("scan", [3.0, 3.0, 3.0])
+    webgpu_row.update(cubeplug_device_ms=2.5, cubeplug_device_best_ms=2.4)
+    backends = {
+        "cuda": {**_backend("cuda", gpu, [_cuda_row("scan", 2.0, 1.6)]), "timing": {"cubeplug": "device"}},
+        "webgpu": _backend("webgpu", gpu, [webgpu_row]),
+    }
+    std_ops.attach_yardsticks(backends)
+    yardstick = webgpu_row["yardstick"]
+    assert yardstick["ratio_time_over_cuda"] == 1.5 and yardstick["ratio_device_time_over_cuda"] == 1.25
+    host, device = std_lines(backends["webgpu"]["std_ops"])
+    assert host.ratio == 1.5 and "device time vs cuda" in device.label and device.cells()[1:] == [
+        "2.5",
+        "2",
+        "1.25",
+    ]
+    # a CUDA figure timed on the host is no yardstick for a device time
+    webgpu_row.pop("yardstick")
+    backends["cuda"]["timing"] = {"cubeplug": "host"}
+    std_ops.attach_yardsticks(backends)
+    assert webgpu_row["yardstick"]["ratio_device_time_over_cuda"] is None
+    assert len(std_lines(backends["webgpu"]["std_ops"])) == 1
+
+
+def test_a_backend_timed_on_the_host_also_reports_its_device_time() -> None:
+    import cubeplug
+
+    client = cubeplug.client("webgpu")
+    try:
+        if not client.capabilities.device_timing:
+            pytest.skip(f"{client.device.name} has no timestamp queries")
+        bench = BackendBench(client, None, plan_for(client, quick=True))
+        assert not bench.device_timing  # no raw library with device timing: host time
+        (case,) = [c for c in cases(Inputs(client, None, 4096, 64, 32), "fill") if c.dtype == "f32"]
+        row = std_ops.measure(bench, None, case)
+        assert 0 < row["cubeplug_device_best_ms"] <= row["cubeplug_device_ms"]
+    finally:
+        client.close()
+
+
 def test_no_cuda_of_the_same_gpu_means_no_yardstick_not_another_figure() -> None:
     backends = {
         "cuda": _backend("cuda", "NVIDIA H200", [_cuda_row("scan", 2.0, 1.6)]),
