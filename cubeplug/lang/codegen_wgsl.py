@@ -2,7 +2,8 @@
 
 Buffers are the backend's ``array<T>`` bindings named as the params (atomic arrays are declared
 ``Buffer(..., atomic=True)`` so they bind as ``array<atomic<T>>``); scalars and hidden lengths are
-fields of the backend's ``scalars`` struct. Positions come from the entry point's builtins.
+fields of the backend's ``scalars`` struct, each copied into a ``let`` when the entry point starts.
+Positions come from the entry point's builtins.
 ``atomic_compare_exchange`` is a strong compare-and-swap: a loop over
 ``atomicCompareExchangeWeak`` that retries spurious failures.
 """
@@ -19,6 +20,8 @@ from cubeplug.lang.types import DType
 W_TYPES = {"f16": "f16", "f32": "f32", "f64": "f64", "i32": "i32", "u32": "u32", "i64": "i64",
            "u64": "u64", "bool": "bool"}
 _BUILTINS = {"UNIT_POS": "cl_lid", "CUBE_POS": "cl_wid", "CUBE_COUNT": "cl_nwg", "ABSOLUTE_POS": "cl_gid"}
+#: The prefix of the entry point's copies of the scalars (``cl_`` names are the generator's own).
+_SCALAR = "cl_s_"
 _ATOMIC_FN = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
               "exchange": "atomicExchange"}
 
@@ -75,6 +78,11 @@ class WgslGen(Emitter):
                 self.line(f"var {d.name}: array<{wtype(d.elem)}, {d.size}>;", d.loc)
         for name, ty in k.locals:
             self.line(f"var {name}: {wtype(ty)} = {literal(0, ty)};")
+        # The scalars are fields of a storage struct, which the drivers do not keep in registers
+        # across a loop that also touches storage buffers (they may alias): a loop bound
+        # `j < scalars.n` reloads it every step. One `let` each, read once, is a register.
+        for name in (*(s.name for s in k.scalars), *k.hidden_names):
+            self.line(f"let {_SCALAR}{name} = scalars.{name};")
         self.block(k.body)
         self.depth = 0
         self.line("}")
@@ -122,7 +130,7 @@ class WgslGen(Emitter):
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
-        bound = f"{decl.size}u" if isinstance(decl, ir.ArrayDecl) else f"scalars.{self.lens[array]}"
+        bound = f"{decl.size}u" if isinstance(decl, ir.ArrayDecl) else f"{_SCALAR}{self.lens[array]}"
         if guard is not None:
             return f"{self.expr(guard)} && {self.as_u32(index)} < {bound}"
         return f"{self.as_u32(index)} < {bound}"
@@ -139,7 +147,7 @@ class WgslGen(Emitter):
         if isinstance(e, ir.Const):
             return literal(e.value, e.ty)
         if isinstance(e, ir.Var):
-            return e.name if e.kind == "local" else f"scalars.{e.name}"
+            return e.name if e.kind == "local" else f"{_SCALAR}{e.name}"
         if isinstance(e, ir.Builtin):
             base, axis = e.name[:-2], e.name[-1].lower()
             return f"{_BUILTINS[base]}.{axis}"

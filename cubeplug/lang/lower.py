@@ -91,6 +91,8 @@ class Lowerer:
 
     def unique(self, base: str) -> str:
         name = base if base.isidentifier() and not base.startswith("__") else "v_" + base.strip("_")
+        if name.startswith("cl_s_"):  # the WGSL generator's copies of the scalars (codegen_wgsl)
+            name = "v_" + name
         n = 1
         candidate = name
         while candidate in self.used or candidate.lower() in self.used:

@@ -133,3 +133,12 @@ def generic_scale(x: Array[T], y: Array[T], T: Comptime[cl.DType]):  # noqa: F82
     i = cl.ABSOLUTE_POS
     if i < len(x):
         y[i] = x[i] * T(3) + T(1)
+
+
+@cl.kernel
+def prefixed_names(x: Array[f32], cl_s_n: u32, n: u32):
+    """Names the WGSL generator's scalar copies (``cl_s_<scalar>``) would clash with."""
+    cl_s_x = cl_s_n + n
+    i = cl.ABSOLUTE_POS_X
+    if i < n:
+        x[i] = f32(cl_s_x)

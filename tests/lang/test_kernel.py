@@ -168,6 +168,17 @@ def test_unchecked_launch_skips_checks(cpu: Any) -> None:
     assert "?]" in checked and "?]" not in unchecked
 
 
+def test_scalars_are_read_once_in_wgsl_and_user_names_never_clash_with_the_copies(client: Any) -> None:
+    source = k.grid_stride.source(client, 256) if client.backend == "webgpu" else None
+    if source is not None:
+        # every scalar is copied into a let when the kernel starts; the body reads only the copies
+        head, _, body = source.partition("let cl_s_len_out = scalars.len_out;")
+        assert "let cl_s_len_x = scalars.len_x;" in head and "scalars." not in body and "cl_s_len_x" in body
+    x = client.create(np.zeros(8, np.float32))
+    k.prefixed_names.launch(client, 1, 64, x, 3, 5)
+    np.testing.assert_array_equal(client.to_numpy(x, "f32"), [8.0] * 5 + [0.0] * 3)
+
+
 def test_generated_source_is_deterministic(client: Any) -> None:
     first = k.matmul.source(client, (8, 8, 1), T=8)
     k.matmul._specs.clear()
