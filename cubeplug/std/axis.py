@@ -32,6 +32,31 @@ from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, PROD, combine, element_type, identity, lang_type, op_code
 from cubeplug.std.reduction import CUBE, cube_tree
 
+#: Loads of a line each unit issues together before folding them (independent loads in flight at
+#: once; a tail loop takes the rest). Vulkan's compilers do not unroll the plain loop as NVRTC and
+#: NVIDIA's OpenCL do (measured on the H200, 16k x 16k f32: 1.86x and 1.80x CUDA's device time
+#: along axis 1 and 0 with one load a step).
+ILP = 4
+
+
+@cl.func
+def fold_line(
+    op: int, T: cl.DType, t: Tensor[Any], r: Any, first: Any, stop: Any, step: Any, acc: Any
+) -> Any:
+    """``acc`` folded with ``t[r, j]`` for ``j`` in ``range(first, stop, step)``, ILP loads at a time."""
+    vals = cl.local(T, ILP)
+    j = first
+    while j + (ILP - 1) * step < stop:
+        for k in cl.unroll(range(ILP)):
+            vals[k] = t[r, j + k * step]
+        for k in cl.unroll(range(ILP)):
+            acc = combine(op, T, acc, vals[k])
+        j += ILP * step
+    while j < stop:
+        acc = combine(op, T, acc, t[r, j])
+        j += step
+    return acc
+
 
 @cl.kernel
 def axis_pass(
@@ -50,8 +75,7 @@ def axis_pass(
             acc = T(1)
         if OP >= MAX:
             acc = t[r, 0]
-        for j in range(u, t.shape[1], CUBE):
-            acc = combine(OP, T, acc, t[r, j])
+        acc = fold_line(OP, T, t, r, u, t.shape[1], CUBE, acc)
         buf[u] = acc
         cube_tree(OP, T, buf)
         if u == 0:
@@ -88,8 +112,7 @@ def column_pass(
     if r < t.shape[0]:
         if OP >= MAX:
             acc = t[r, 0]  # an element of the line: changes nothing for max/min
-        for j in range(start + ly, stop, SLICES):
-            acc = combine(OP, T, acc, t[r, j])
+        acc = fold_line(OP, T, t, r, start + ly, stop, SLICES, acc)
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
     for k in cl.unroll(range(3)):  # log2(SLICES) halvings
