@@ -37,7 +37,7 @@ SIDE = 8192
 @cl.kernel
 def copy_with_shared(x: Array[f32], y: Array[f32], S: Comptime[int]) -> None:
     """``y = x``, through a shared array of ``S`` floats (0: none)."""
-    i = cl.ABSOLUTE_POS_X
+    i = (cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X) * 256 + cl.UNIT_POS_X
     v = x[i]
     if S > 0:
         buf = cl.shared(f32, S)
@@ -66,9 +66,10 @@ def figures(backend: str) -> dict[str, float]:
     out: dict[str, float] = {}
     x = client.create(np.ones(N, np.float32))
     y = client.empty(4 * N)
+    grid = CubeCount(4096, N // 256 // 4096)
     for s in (0, 256, 1024, 4096, 8192):
         out[f"copy shared={s}"] = device_ms(
-            client, lambda s=s: copy_with_shared.launch_unchecked(client, CubeCount(N // 256), 256, x, y, S=s)
+            client, lambda s=s: copy_with_shared.launch_unchecked(client, grid, 256, x, y, S=s)
         )
     # reduce_axis's two kernels, as std launches them on a SIDE x SIDE f32 array
     T = lang_type("f32")
