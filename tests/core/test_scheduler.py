@@ -47,6 +47,27 @@ def test_full_queue_submits_itself() -> None:
     assert s.pending(1) == 1
 
 
+def test_with_a_first_batch_batches_double_from_it_after_every_flush() -> None:
+    batches: list[list[int]] = []
+    s = Scheduler(batches.append, max_streams=8, max_tasks=8, first_batch=2)
+    for i in range(30):
+        s.register(1, i)
+    assert [len(b) for b in batches] == [2, 4, 8, 8, 8] and s.pending(1) == 0
+    s.register(2, "other")  # another stream starts at the first batch's length too
+    s.register(1, 30)
+    s.flush(1)
+    s.register(2, "again")
+    assert batches[-2:] == [[30], ["other", "again"]]
+    for i in range(3):  # the flush started stream 1 over at 2
+        s.register(1, i)
+    assert batches[-1] == [0, 1] and s.pending(1) == 1
+    s.flush_all()
+    assert batches[-1] == [2]
+    s.register(2, "a")
+    s.register(2, "b")  # reset by flush_all although it had nothing queued
+    assert batches[-1] == ["a", "b"]
+
+
 def test_binding_from_another_stream_submits_that_stream_first() -> None:
     s, batches = make()
     s.register(1, "a-write")
