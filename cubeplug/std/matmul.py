@@ -124,8 +124,10 @@ class RegBlock:
     tn: int
     vec: bool
     stages: int = 1
-    #: With float4 I/O, stage A as 4 x 4 squares of float4 rows (else scalar loads of A).
-    quad_a: bool = True
+    #: With float4 I/O, how A's tile is staged (matmul_reg's AQ): "lanes" (one float4 of a row a
+    #: unit, stored lane by lane, as the hand kernels did), "squares" (4 x 4 squares of float4 rows,
+    #: transposed in registers) or "scalar" (scalar loads of A). Without float4 I/O: scalar.
+    stage_a: str = "lanes"
 
     @property
     def cube(self) -> tuple[int, int]:
@@ -167,6 +169,8 @@ def types_of(name: str, vec: bool) -> dict[str, Any]:
 
 
 NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
+#: RegBlock.stage_a -> matmul_reg's AQ.
+A_STAGING = {"scalar": 0, "squares": 1, "lanes": 2}
 
 
 def tiled(tile: int) -> Plan:
@@ -178,8 +182,11 @@ def tiled(tile: int) -> Plan:
 
 def reg(rb: RegBlock) -> Plan:
     """A register-blocked kernel."""
+    if rb.stage_a not in A_STAGING:
+        raise ValidationError(f"RegBlock.stage_a is one of {sorted(A_STAGING)}, not {rb.stage_a!r}")
+    aq = A_STAGING[rb.stage_a] if rb.vec else 0
     shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages),
-             ("AQ", int(rb.vec and rb.quad_a)))
+             ("AQ", aq))
     shared = rb.stages * rb.bk * (rb.bm + rb.bn)
     return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared)
 
@@ -285,18 +292,21 @@ def _reference(
 
 REG_4X4 = RegBlock(64, 64, 16, 4, 4, False)
 REG_8X8 = RegBlock(128, 128, 8, 8, 8, False)
+# The float4 twins of the hand kernels stage A as those did ("lanes"). Before (H200, CUDA, lang /
+# hand speed): reg_4x4_vec 0.944 with squares, 0.894 scalar; reg_8x8_vec 0.953 scalar, 0.718
+# with squares (bench/bench_matmul_vs_hand.py --variants compares them in one run).
 REG_4X4_VEC = RegBlock(64, 64, 16, 4, 4, True)
-# Steps of 8 along k stage A with scalar loads (see matmul_reg.fetch for the measurements).
-REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True, quad_a=False)
+REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
 # Double-buffered (one barrier a step, the next tiles' loads in flight during the multiply-adds).
+# Steps of 8 stage A with scalar loads (see matmul_reg.fetch for the measurements).
 REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
-REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, quad_a=False)
+REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar")
 # BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
-REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2)
+REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="squares")
 # 8 x 16 per unit (a 128 x 256 block): 6 vectors of shared memory read for 128 multiply-adds, where
 # 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
 # (bench/probes/matmul_blocks.py): 41.1 TFLOP/s, 0.80x cuBLAS, where reg_8x8_vec_db16 gave 38.7.
-REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2)
+REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="squares")
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {
