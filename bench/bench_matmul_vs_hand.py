@@ -49,10 +49,11 @@ from cubeplug.core.tune import tuner_for
 
 mm = importlib.import_module("cubeplug.std.matmul")  # the module (``std.matmul`` is the function)
 
-#: Bench-only candidates (``--variants``): a std candidate with another staging of A, named
-#: ``candidate@staging``, paired with the candidate's hand twin, so that one run compares the
-#: staging std uses with the ones it replaced (``RegBlock.stage_a``).
+#: Bench-only candidates (``--variants``): a std candidate with another staging of its tiles,
+#: named ``candidate@staging``, paired with the candidate's hand twin, so that one run compares the
+#: staging std uses with the ones it replaced (``RegBlock.stage_a``; ``tiled(unrolled=True)``).
 VARIANTS = {
+    "tiled_32@unrolled": mm.tiled(32, unrolled=True),
     "reg_4x4_vec@squares": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="squares")),
     "reg_4x4_vec@scalar": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="scalar")),
     "reg_8x8_vec@scalar": mm.reg(dataclasses.replace(mm.REG_8X8_VEC, stage_a="scalar")),

@@ -72,13 +72,26 @@ def matmul_naive(
         c[row * n + col] = T(acc)
 
 
+@cl.func
+def stage_row(
+    a: Array[Any], b: Array[Any], m: Any, n: Any, k: Any, t: Any, row0: Any, col: Any, tx: Any, rr: Any,
+    a_tile: Array[Any], b_tile: Array[Any], ACC: cl.DType, TILE: int,
+) -> None:
+    """Row ``rr`` of the step at ``t``: A's and B's elements of this unit into the shared tiles."""
+    row = row0 + rr
+    a_tile[rr * TILE + tx] = ACC(a[row * k + t + tx]) if row < m and t + tx < k else ACC(0)
+    b_tile[rr * TILE + tx] = ACC(b[(t + rr) * n + col]) if t + rr < k and col < n else ACC(0)
+
+
 @cl.kernel
 def matmul_tiled(
     a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], TILE: Comptime[int], RPT: Comptime[int],
+    SU: Comptime[int],
 ) -> None:
     """Square TILE x TILE tiles of A and B in shared memory (as ACC); TILE x TILE / RPT units,
-    each computing RPT rows of one column."""
+    each computing RPT rows of one column. ``SU`` = 1 unrolls the staging of the RPT rows in the
+    generated source; 0 leaves a loop of RPT steps, as the hand kernel had."""
     m = m_  # see SCALARS
     n = n_
     k = k_
@@ -92,11 +105,16 @@ def matmul_tiled(
     for r in cl.unroll(range(RPT)):
         acc[r] = ACC(0)
     for t in range(0, k, TILE):
-        for r in cl.unroll(range(RPT)):
-            rr = ty + r * (TILE // RPT)
-            row = row0 + rr
-            a_tile[rr * TILE + tx] = ACC(a[row * k + t + tx]) if row < m and t + tx < k else ACC(0)
-            b_tile[rr * TILE + tx] = ACC(b[(t + rr) * n + col]) if t + rr < k and col < n else ACC(0)
+        # STAGING: a loop, not unrolled in the source. NVCC unrolls both, but from the loop its
+        # code takes fewer registers: tiled_32 (sm_90, ptxas -v) 36 registers a unit as a loop, 42
+        # unrolled (hand kernel 35), 6 or 5 cubes of 256 units an SM. With SU = 1, unrolled (the
+        # bench's variant tiled_32@unrolled).
+        if SU == 1:
+            for r in cl.unroll(range(RPT)):
+                stage_row(a, b, m, n, k, t, row0, col, tx, ty + r * (TILE // RPT), a_tile, b_tile, ACC, TILE)
+        else:
+            for r in range(RPT):
+                stage_row(a, b, m, n, k, t, row0, col, tx, ty + r * (TILE // RPT), a_tile, b_tile, ACC, TILE)
         cl.sync_cube()
         # A runtime loop of constant trip count, as the hand kernel had: the compilers unroll it
         # or not (forcing it made the 16 x 16 tile 2.7x slower on PoCL, bench/bench_lang_vs_c.py).
@@ -173,10 +191,11 @@ NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
 A_STAGING = {"scalar": 0, "squares": 1, "lanes": 2}
 
 
-def tiled(tile: int) -> Plan:
-    """A shared-memory tiled kernel of ``tile`` x ``tile`` (four rows per unit for tiles above 16)."""
+def tiled(tile: int, unrolled: bool = False) -> Plan:
+    """A shared-memory tiled kernel of ``tile`` x ``tile`` (four rows per unit for tiles above 16;
+    ``unrolled``: their staging unrolled in the source, see matmul_tiled)."""
     rpt = 4 if tile > 16 else 1
-    shape = (("TILE", tile), ("RPT", rpt))
+    shape = (("TILE", tile), ("RPT", rpt), ("SU", int(unrolled)))
     return Plan(matmul_tiled, (tile, tile // rpt), shape, tile, tile, shared=2 * tile * tile)
 
 
