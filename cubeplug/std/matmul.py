@@ -91,7 +91,7 @@ def matmul_tiled(
 ) -> None:
     """Square TILE x TILE tiles of A and B in shared memory (as ACC); TILE x TILE / RPT units,
     each computing RPT rows of one column. ``SU`` = 1 unrolls the staging of the RPT rows in the
-    generated source; 0 leaves a loop of RPT steps, as the hand kernel had."""
+    generated source; 0 leaves a loop of RPT steps (RPT > 1), as the hand kernel had."""
     m = m_  # see SCALARS
     n = n_
     k = k_
@@ -108,8 +108,8 @@ def matmul_tiled(
         # STAGING: a loop, not unrolled in the source. NVCC unrolls both, but from the loop its
         # code takes fewer registers: tiled_32 (sm_90, ptxas -v) 36 registers a unit as a loop, 42
         # unrolled (hand kernel 35), 6 or 5 cubes of 256 units an SM. With SU = 1, unrolled (the
-        # bench's variant tiled_32@unrolled).
-        if SU == 1:
+        # bench's variant tiled_32@unrolled). One row (RPT = 1) needs no loop.
+        if SU == 1 or RPT == 1:
             for r in cl.unroll(range(RPT)):
                 stage_row(a, b, m, n, k, t, row0, col, tx, ty + r * (TILE // RPT), a_tile, b_tile, ACC, TILE)
         else:
