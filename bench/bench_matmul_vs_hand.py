@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python bench/bench_matmul_vs_hand.py OUT.json [--backends cuda,opencl,webgpu] [--quick]
         [--variants] [--only NAME,...] [--no-autotuned]
+    PYTHONPATH=. python bench/bench_matmul_vs_hand.py --sources DIR [--only NAME,...]
 
 Per backend:
 
@@ -18,8 +19,11 @@ Per backend:
   OpenCL and WebGPU the cuBLAS figure is the yardstick of the same GPU.
 
 ``--variants`` adds the bench-only candidates of :data:`VARIANTS` (another staging of A than std's,
-each against the hand twin of its candidate); ``bench/probes/matmul_sources.py`` writes the CUDA
-sources of the candidates and their twins.
+each against the hand twin of its candidate). ``--sources DIR`` runs nothing: it writes the CUDA
+sources NVRTC compiles for the candidates (``--only``, default: ``SOURCES``; f32, unchecked, as std
+launches them) and their hand twins, ``DIR/NAME.lang.cu`` and ``DIR/NAME.hand.cu`` (``@`` in a
+variant's name written ``-``), prelude and defines included. No GPU is needed: compare them line
+by line, or build them with ``nvcc -cubin -arch=sm_90 -Xptxas -v`` for the registers and spills.
 
 ``--quick`` is for CPU devices (PoCL, lavapipe): a proof that the script works, not figures to tune on.
 """
@@ -45,6 +49,7 @@ from reference import hand_matmul
 
 import cubeplug
 from cubeplug import std
+from cubeplug.core import cdialect
 from cubeplug.core.tune import tuner_for
 
 mm = importlib.import_module("cubeplug.std.matmul")  # the module (``std.matmul`` is the function)
@@ -66,6 +71,33 @@ VARIANTS = {
 def all_plans(variants: bool = True) -> dict[str, Any]:
     """std's candidates by name, then (``variants``) the bench-only ones."""
     return {**mm.PLANS, **(VARIANTS if variants else {})}
+
+
+#: The candidates ``--sources`` writes by default: the five float4 ones, tiled_32, the variants.
+SOURCES = ("reg_4x4_vec", "reg_8x8_vec", "reg_8x8_vec_db", "reg_8x8_vec_db16", "reg_8x16_vec_db16",
+           "tiled_32", *VARIANTS)
+#: The dtypes of a CUDA device (the lang kernels specialize on them).
+CUDA_DTYPES = frozenset({"f16", "f32", "f64", "i32", "u32", "i64", "u64"})
+
+
+def write_sources(out: str, names: Any) -> None:
+    """The full CUDA sources of candidates ``names`` (f32, as std launches them) and their hand
+    twins, into ``out``."""
+    os.makedirs(out, exist_ok=True)
+    plans = all_plans()
+    for name in names:
+        plan = plans[name]
+        spec = plan.kernel.specialize_for("c", CUDA_DTYPES, plan.cube, False, mm.comptime(plan, "f32"))
+        texts = {"lang": cdialect.full_source(spec.kernel, spec.source, "cuda", fp16=True)}
+        if name in hand_matmul.PLANS:
+            kernel = hand_matmul.PLANS[name]().kernel
+            texts["hand"] = cdialect.full_source(kernel, kernel.sources["c"], "cuda", fp16=True)
+        for what, text in texts.items():
+            # '-' for '@': names of letters, digits, '.', '_' and '-' copy anywhere.
+            path = os.path.join(out, f"{name.replace('@', '-')}.{what}.cu")
+            with open(path, "w") as f:
+                f.write(text)
+            print(path)
 
 
 def _cupy() -> Any:
@@ -203,7 +235,8 @@ def measure(backend: str, args: argparse.Namespace, cupy: Any) -> dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", help="the JSON file to write")
+    parser.add_argument("out", nargs="?", help="the JSON file to write")
+    parser.add_argument("--sources", metavar="DIR", help="write the CUDA sources into DIR; run nothing")
     parser.add_argument("--backends", default="cuda,opencl,webgpu")
     parser.add_argument("--quick", action="store_true", help="small problems (a CPU-side device)")
     parser.add_argument("--size", type=int, default=None, help="candidates at size^3 (2048; --quick 128)")
@@ -216,6 +249,11 @@ def main() -> None:
                         help="comma-separated candidate names (default: all, --variants too)")
     parser.add_argument("--no-autotuned", action="store_true", help="the candidates alone (no autotuned)")
     args = parser.parse_args()
+    if args.sources:
+        write_sources(args.sources, args.only.split(",") if args.only else SOURCES)
+        return
+    if not args.out:
+        parser.error("the JSON file to write is needed (or --sources DIR)")
     args.size = args.size or (128 if args.quick else 2048)
     args.big = args.big or (256 if args.quick else 4096)
     args.n = args.n or (2 if args.quick else 10)
