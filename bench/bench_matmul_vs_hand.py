@@ -1,6 +1,8 @@
 """std.matmul written in cubeplug.lang against the hand-written kernels it replaced, and against cuBLAS.
 
     PYTHONPATH=. python bench/bench_matmul_vs_hand.py OUT.json [--backends cuda,opencl,webgpu] [--quick]
+        [--variants] [--only NAME,...] [--no-autotuned]
+    PYTHONPATH=. python bench/bench_matmul_vs_hand.py --sources DIR [--only NAME,...]
 
 Per backend:
 
@@ -16,12 +18,20 @@ Per backend:
   matrices timed in the same paired loops (cuBLAS; goal for f32 >= 0.80 of its TFLOP/s). For
   OpenCL and WebGPU the cuBLAS figure is the yardstick of the same GPU.
 
+``--variants`` adds the bench-only candidates of :data:`VARIANTS` (another staging of A than std's,
+each against the hand twin of its candidate). ``--sources DIR`` runs nothing: it writes the CUDA
+sources NVRTC compiles for the candidates (``--only``, default: ``SOURCES``; f32, unchecked, as std
+launches them) and their hand twins, ``DIR/NAME.lang.cu`` and ``DIR/NAME.hand.cu`` (``@`` in a
+variant's name written ``-``), prelude and defines included. No GPU is needed: compare them line
+by line, or build them with ``nvcc -cubin -arch=sm_90 -Xptxas -v`` for the registers and spills.
+
 ``--quick`` is for CPU devices (PoCL, lavapipe): a proof that the script works, not figures to tune on.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -39,9 +49,55 @@ from reference import hand_matmul
 
 import cubeplug
 from cubeplug import std
+from cubeplug.core import cdialect
 from cubeplug.core.tune import tuner_for
 
 mm = importlib.import_module("cubeplug.std.matmul")  # the module (``std.matmul`` is the function)
+
+#: Bench-only candidates (``--variants``): a std candidate with another staging of its tiles,
+#: named ``candidate@staging``, paired with the candidate's hand twin, so that one run compares the
+#: staging std uses with the ones it replaced (``RegBlock.stage_a``; ``tiled(unrolled=True)``).
+VARIANTS = {
+    "tiled_32@unrolled": mm.tiled(32, unrolled=True),
+    "reg_4x4_vec@squares": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="squares")),
+    "reg_4x4_vec@scalar": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="scalar")),
+    "reg_8x8_vec@scalar": mm.reg(dataclasses.replace(mm.REG_8X8_VEC, stage_a="scalar")),
+    "reg_8x8_vec_db@lanes": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB, stage_a="lanes")),
+    "reg_8x8_vec_db16@lanes": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB16, stage_a="lanes")),
+    "reg_8x16_vec_db16@lanes": mm.reg(dataclasses.replace(mm.REG_8X16_VEC_DB16, stage_a="lanes")),
+}
+
+
+def all_plans(variants: bool = True) -> dict[str, Any]:
+    """std's candidates by name, then (``variants``) the bench-only ones."""
+    return {**mm.PLANS, **(VARIANTS if variants else {})}
+
+
+#: The candidates ``--sources`` writes by default: the five float4 ones, tiled_32, the variants.
+SOURCES = ("reg_4x4_vec", "reg_8x8_vec", "reg_8x8_vec_db", "reg_8x8_vec_db16", "reg_8x16_vec_db16",
+           "tiled_32", *VARIANTS)
+#: The dtypes of a CUDA device (the lang kernels specialize on them).
+CUDA_DTYPES = frozenset({"f16", "f32", "f64", "i32", "u32", "i64", "u64"})
+
+
+def write_sources(out: str, names: Any) -> None:
+    """The full CUDA sources of candidates ``names`` (f32, as std launches them) and their hand
+    twins, into ``out``."""
+    os.makedirs(out, exist_ok=True)
+    plans = all_plans()
+    for name in names:
+        plan = plans[name]
+        spec = plan.kernel.specialize_for("c", CUDA_DTYPES, plan.cube, False, mm.comptime(plan, "f32"))
+        texts = {"lang": cdialect.full_source(spec.kernel, spec.source, "cuda", fp16=True)}
+        if name in hand_matmul.PLANS:
+            kernel = hand_matmul.PLANS[name]().kernel
+            texts["hand"] = cdialect.full_source(kernel, kernel.sources["c"], "cuda", fp16=True)
+        for what, text in texts.items():
+            # '-' for '@': names of letters, digits, '.', '_' and '-' copy anywhere.
+            path = os.path.join(out, f"{name.replace('@', '-')}.{what}.cu")
+            with open(path, "w") as f:
+                f.write(text)
+            print(path)
 
 
 def _cupy() -> Any:
@@ -55,7 +111,9 @@ def _cupy() -> Any:
         return None
 
 
-def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
+def candidates(
+    client: Any, size: int, n: int, rounds: int, variants: bool = False, only: set[str] | None = None
+) -> dict[str, Any]:
     """Every f32 candidate: lang against hand at size^3 (a multiple of 128: every candidate runs)."""
     rng = np.random.default_rng(20)
     a = rng.standard_normal((size, size)).astype(np.float32)
@@ -66,7 +124,9 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
     tol = 1e-4 * np.sqrt(size) * (1 + float(np.max(np.abs(want))))
     out: dict[str, Any] = {}
     key = std.MATMUL.key(client, "full", ha, hb, size, size, size, None, "f32")
-    for name, plan in mm.PLANS.items():
+    for name, plan in all_plans(variants).items():
+        if only is not None and name not in only:
+            continue
         if not plan.fits(client, key):  # e.g. 32 KiB of shared memory where WebGPU gives 16
             out[name] = {"skipped": f"needs {4 * plan.shared} B of shared memory (float4: {plan.vec})"}
             continue
@@ -76,7 +136,8 @@ def candidates(client: Any, size: int, n: int, rounds: int) -> dict[str, Any]:
             mm.launch(client, plan, ha, hb, c, size, size, size, "f32")
 
         # A new candidate (no hand twin) is paired with the hand kernel it improves on.
-        twin = name if name in hand_matmul.PLANS else ("reg_8x8_vec" if plan.vec else "reg_8x8")
+        base = name.split("@")[0]
+        twin = base if base in hand_matmul.PLANS else ("reg_8x8_vec" if plan.vec else "reg_8x8")
 
         def hand(twin: str = twin, c: Any = c_hand) -> None:
             hand_matmul.launch(client, twin, ha, hb, c, size, size, size)
@@ -158,7 +219,10 @@ def measure(backend: str, args: argparse.Namespace, cupy: Any) -> dict[str, Any]
     client = cubeplug.client(backend)
     result: dict[str, Any] = {"device": str(client.device)}
     try:
-        result["candidates"] = candidates(client, args.size, args.n, args.rounds)
+        only = set(args.only.split(",")) if args.only else None
+        result["candidates"] = candidates(client, args.size, args.n, args.rounds, args.variants, only)
+        if args.no_autotuned:
+            return result
         result["autotuned"] = [autotuned(client, args.big, "f32", args.n, args.rounds, cupy)]
         if "f16" in client.capabilities.dtypes:
             result["autotuned"].append(autotuned(client, args.big, "f16", args.n, args.rounds, cupy))
@@ -171,14 +235,25 @@ def measure(backend: str, args: argparse.Namespace, cupy: Any) -> dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", help="the JSON file to write")
+    parser.add_argument("out", nargs="?", help="the JSON file to write")
+    parser.add_argument("--sources", metavar="DIR", help="write the CUDA sources into DIR; run nothing")
     parser.add_argument("--backends", default="cuda,opencl,webgpu")
     parser.add_argument("--quick", action="store_true", help="small problems (a CPU-side device)")
     parser.add_argument("--size", type=int, default=None, help="candidates at size^3 (2048; --quick 128)")
     parser.add_argument("--big", type=int, default=None, help="autotuned at big^3 (4096; --quick 256)")
     parser.add_argument("--n", type=int, default=None, help="launches per loop (default 10, --quick 2)")
     parser.add_argument("--rounds", type=int, default=None, help="paired rounds (default 20, --quick 5)")
+    parser.add_argument("--variants", action="store_true",
+                        help="also the bench-only stagings of A (VARIANTS), each against its hand twin")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated candidate names (default: all, --variants too)")
+    parser.add_argument("--no-autotuned", action="store_true", help="the candidates alone (no autotuned)")
     args = parser.parse_args()
+    if args.sources:
+        write_sources(args.sources, args.only.split(",") if args.only else SOURCES)
+        return
+    if not args.out:
+        parser.error("the JSON file to write is needed (or --sources DIR)")
     args.size = args.size or (128 if args.quick else 2048)
     args.big = args.big or (256 if args.quick else 4096)
     args.n = args.n or (2 if args.quick else 10)

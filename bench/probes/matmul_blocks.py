@@ -34,13 +34,16 @@ def main() -> None:
     dc = cupy.empty((size, size), cupy.float32)
     want = cupy.asnumpy(da @ db)
     shapes = {
-        "8x8 bk16 quad": mm.RegBlock(128, 128, 16, 8, 8, True, stages=2),
-        "8x8 bk8 scalarA": mm.RegBlock(128, 128, 8, 8, 8, True, stages=2, quad_a=False),
-        "8x16 bk8 quad": mm.RegBlock(128, 256, 8, 8, 16, True, stages=2),
-        "8x16 bk8 scalarA": mm.RegBlock(128, 256, 8, 8, 16, True, stages=2, quad_a=False),
-        "16x8 bk8 quad": mm.RegBlock(256, 128, 8, 16, 8, True, stages=2),
-        "8x16 bk16 quad": mm.RegBlock(128, 256, 16, 8, 16, True, stages=2),
-        "16x8 bk16 quad": mm.RegBlock(256, 128, 16, 16, 8, True, stages=2),
+        "8x8 bk16 quad": mm.RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="squares"),
+        "8x8 bk8 scalarA": mm.RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar"),
+        "8x16 bk8 quad": mm.RegBlock(128, 256, 8, 8, 16, True, stages=2, stage_a="squares"),
+        "8x16 bk8 scalarA": mm.RegBlock(128, 256, 8, 8, 16, True, stages=2, stage_a="scalar"),
+        "16x8 bk8 quad": mm.RegBlock(256, 128, 8, 16, 8, True, stages=2, stage_a="squares"),
+        "8x16 bk16 quad": mm.RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="squares"),
+        "16x8 bk16 quad": mm.RegBlock(256, 128, 16, 16, 8, True, stages=2, stage_a="squares"),
+        "8x8 bk8 lanes": mm.RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="lanes"),
+        "8x8 bk16 lanes": mm.RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="lanes"),
+        "8x16 bk16 lanes": mm.RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes"),
     }
     flops = 2.0 * size ** 3
     for name, rb in shapes.items():

@@ -16,7 +16,7 @@ from cubeplug.lang.infer import Val, is_expr
 from cubeplug.lang.lowering import Lowering
 from cubeplug.lang.positions import upper_bound
 from cubeplug.lang.scope import ArrayRef
-from cubeplug.lang.types import u32
+from cubeplug.lang.types import bool_, u32
 
 
 def index(lw: Lowering, node: ast.expr) -> ir.Expr:
@@ -62,3 +62,35 @@ def store(lw: Lowering, arr: ArrayRef, idx: ir.Expr, v: Val, loc: Loc, guard: ir
         raise KernelTypeError(f"cannot store a {e.ty} value into an array of {arr.elem}; cast it "
                               f"with {arr.elem}(...)", loc, "store", kernel=lw.name)
     lw.emit(ir.Store(arr.name, idx, e, loc, touch(lw, arr, idx, True), guard))
+
+
+def store_lane(
+    lw: Lowering, arr: ArrayRef, idx: ir.Expr, lane: Val, v: Val, loc: Loc, guard: ir.Expr | None = None
+) -> None:
+    """``arr[idx][lane] = v`` (or ``arr[idx].x = v``): one lane of a vector element, ``lane`` a
+    comptime int or a runtime integer (in a checked launch, a lane out of the vector drops the
+    write, as an index out of the array does)."""
+    if not arr.elem.is_vector:
+        raise KernelTypeError(f"{arr.name!r} holds {arr.elem} scalars, which have no lanes; assign "
+                              f"{arr.name}[i] = value", loc, "lane", kernel=lw.name)
+    lanes = arr.elem.lanes
+    e = infer.to_expr(v, loc, "lane store", arr.elem.scalar) if not is_expr(v) else v
+    if e.ty != arr.elem.scalar:
+        raise KernelTypeError(f"cannot store a {e.ty} value into a lane of {arr.elem}; cast it with "
+                              f"{arr.elem.scalar}(...)", loc, "store", kernel=lw.name)
+    checked = touch(lw, arr, idx, True)
+    if not is_expr(lane):
+        if isinstance(lane, bool) or not isinstance(lane, int) or not 0 <= lane < lanes:
+            raise KernelTypeError(f"a {arr.elem} element has lanes 0 to {lanes - 1}, not {lane!r}", loc,
+                                  "lane", kernel=lw.name)
+        at: ir.Expr = ir.Const(lane, u32, loc)
+    else:
+        if not lane.ty.is_int or lane.ty.is_vector:
+            raise KernelTypeError(f"a lane must be an integer, got {lane.ty}", loc, "lane", kernel=lw.name)
+        at = lane
+        if lw.checked:
+            as_u32 = infer.to_expr(infer.cast(lane, u32, loc, "lane"), loc, "lane")
+            inside = ir.BinOp("<", as_u32, ir.Const(lanes, u32, loc), bool_, loc)
+            guard = inside if guard is None else ir.BinOp("and", guard, inside, bool_, loc)
+            checked = True
+    lw.emit(ir.Store(arr.name, idx, e, loc, checked, guard, at))

@@ -72,6 +72,10 @@ def assign(lw: Lowering, target: ast.expr, value: ast.expr, node: ast.stmt, ann:
         assign_name(lw, target.id, v, loc, ann)
     elif lane_target(lw, target) is not None:
         assign_lane(lw, target, lw.expr(value), loc)
+    elif element_lane(lw, target):
+        assert isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(target.value, ast.Subscript)
+        arr, idx, guard = subscript_target(lw, target.value)
+        access.store_lane(lw, arr, idx, _lane_key(lw, target), lw.expr(value), loc, guard)
     elif isinstance(target, ast.Subscript):
         arr, idx, guard = subscript_target(lw, target)
         access.store(lw, arr, idx, lw.expr(value), loc, guard)
@@ -88,6 +92,25 @@ def lane_target(lw: Lowering, target: ast.expr) -> ast.Name | None:
         if isinstance(bound, ir.Var) and bound.ty.is_vector:
             return target.value
     return None
+
+
+def element_lane(lw: Lowering, target: ast.expr) -> bool:
+    """True when ``target`` is a lane of a named array's element: ``a[i][k]`` or ``a[i].x``."""
+    if isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(target.value, ast.Subscript):
+        name = target.value.value
+        return isinstance(name, ast.Name) and isinstance(lw.lookup(name.id, name), ArrayRef)
+    return False
+
+
+def _lane_key(lw: Lowering, target: ast.Attribute | ast.Subscript) -> Val:
+    """The lane of ``a[i][k]`` (``k``: comptime or runtime) or ``a[i].x`` (a comptime number)."""
+    if isinstance(target, ast.Subscript):
+        return lw.expr(target.slice)
+    lane = vectors.LANE_NAMES.find(target.attr) if len(target.attr) == 1 else -1
+    if lane < 0:
+        raise lw.syntax(f"a vector's lanes are {', '.join(vectors.LANE_NAMES)}, not .{target.attr}", target,
+                        target.attr)
+    return lane
 
 
 def assign_lane(lw: Lowering, target: ast.expr, v: Val, loc: Loc) -> None:

@@ -95,6 +95,14 @@ _VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%
 #: The elementwise vector operations, written lane by lane in a helper function.
 _LANEWISE = (ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select)
 _LANES = "xyzw"
+#: The qualifier of a pointer into shared memory (a lane store with a runtime lane).
+_SHARED_PTR = """\
+#ifdef __OPENCL_VERSION__
+#define CL_SHARED_PTR __local
+#else
+#define CL_SHARED_PTR
+#endif
+"""
 _VEC_PRELUDE = """\
 #ifdef __OPENCL_VERSION__
 #define CL_VFN static inline
@@ -149,6 +157,8 @@ class CGen(Emitter):
         #: Vector types used (for their CL_MAKE macros) and helper functions, by name.
         self.vec_types: dict[str, DType] = {}
         self.helpers: dict[str, str] = {}
+        #: Whether a lane store goes through a pointer into shared memory (CL_SHARED_PTR).
+        self.shared_ptr = False
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
         self.kernel()
@@ -157,6 +167,8 @@ class CGen(Emitter):
             head += _ATOMICS.splitlines()
         if self.fbits:
             head += _F32_ATOMICS.splitlines()
+        if self.shared_ptr:
+            head += _SHARED_PTR.splitlines()
         if self.vec_types:
             head += _VEC_PRELUDE.splitlines()
             for ty in self.vec_types.values():
@@ -244,7 +256,7 @@ class CGen(Emitter):
             value = self.expr(s.value)
             if s.array in self.fbits:
                 value = f"CL_F2U({unwrap(value)})"
-            store = f"{s.array}[{self.expr(s.index)}] = {value};"
+            store = f"{self.lane_ref(s.array, s.index, s.lane)} = {value};"
             if s.checked:
                 store = f"if ({self.in_bounds(s.array, s.index, s.guard)}) {store}"
             self.line(store, s.loc)
@@ -259,6 +271,23 @@ class CGen(Emitter):
             self.line(text, s.loc)
         else:
             self.line("SYNC_CUBE();", s.loc)
+
+    def lane_ref(self, array: str, index: ir.Expr, lane: ir.Expr | None) -> str:
+        """``array[index]``, or lane ``lane`` of it: ``.x`` for a constant lane, else the element
+        seen as an array of its lanes (CUDA's vector types cannot be indexed), a pointer into the
+        array's address space (``CL_SHARED_PTR``: ``__local`` on OpenCL, nothing on CUDA, where
+        ``__shared__`` is no pointer qualifier)."""
+        ref = f"{array}[{self.expr(index)}]"
+        if lane is None:
+            return ref
+        if isinstance(lane, ir.Const):
+            return f"{ref}.{_LANES[int(lane.value)]}"
+        decl = self.k.array(array)
+        shared = isinstance(decl, ir.ArrayDecl) and decl.space == "shared"
+        space = "CL_SHARED_PTR " if shared else "" if isinstance(decl, ir.ArrayDecl) else "GLOBAL "
+        self.shared_ptr |= shared
+        scalar = C_TYPES[decl.elem.scalar.name]
+        return f"(({space}{scalar}*)&{ref})[{self.expr(lane)}]"
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)

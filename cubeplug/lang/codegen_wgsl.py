@@ -99,6 +99,8 @@ class WgslGen(Emitter):
     def stmt_memory(self, s: ir.Store | ir.Atomic | ir.Barrier) -> None:
         if isinstance(s, ir.Store):
             ref = f"{s.array}[{self.index(s.index)}]"
+            if s.lane is not None:  # a vector in memory takes a lane store, constant or not
+                ref += f"[{self.index(s.lane)}]"
             value = self.expr(s.value)
             if s.array in self.fbits:
                 value = f"bitcast<u32>({unwrap(value)})"

@@ -239,6 +239,12 @@ class _Run:
             self.brk, self.stop = saved
 
     def store(self, s: ir.Store, m: Mask) -> None:
+        if s.lane is not None:  # one lane of a vector element (a lane out of the vector: dropped)
+            arr, addr, ok = self.address(s.array, self.eval(s.index), s.guard)
+            lane = self.full(self.eval(s.lane)).astype(np.int64)
+            sel = ok & (lane >= 0) & (lane < arr.shape[-1]) & (True if m is None else m)
+            arr[addr[sel], lane[sel]] = self.full(self.eval(s.value))[sel]
+            return
         arr, base, size = self.mem[s.array]
         idx = self.eval(s.index)
         if isinstance(idx, Ramp) and base is None and idx.step == 1 and idx.start >= 0:

@@ -145,7 +145,10 @@ class Assign:
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    """``array[index] = value``; ``checked`` stores drop out-of-bounds writes (as :class:`Load`)."""
+    """``array[index] = value``; ``checked`` stores drop out-of-bounds writes (as :class:`Load`).
+    With ``lane`` (an integer expression, constant or not), ``value`` is a scalar written into that
+    lane of the vector element alone: ``array[index][lane] = value`` (the other lanes, which other
+    units may be writing, are left alone)."""
 
     array: str
     index: Expr
@@ -153,6 +156,7 @@ class Store:
     loc: Loc
     checked: bool = False
     guard: Expr | None = None
+    lane: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,8 @@ def _block(b: ir.Block, depth: int, out: list[str]) -> None:
         if isinstance(s, ir.Assign):
             out.append(f"{pad}{s.name} = {expr(s.value)}")
         elif isinstance(s, ir.Store):
-            out.append(f"{pad}{s.array}[{expr(s.index)}{_check(s.checked, s.guard)}] = {expr(s.value)}")
+            lane = "" if s.lane is None else f"[{expr(s.lane)}]"
+            out.append(f"{pad}{s.array}[{expr(s.index)}{_check(s.checked, s.guard)}]{lane} = {expr(s.value)}")
         elif isinstance(s, ir.Atomic):
             call = f"atomic_{s.op}({s.array}, {expr(s.index)}, {', '.join(expr(a) for a in s.args)})"
             out.append(f"{pad}{s.out} = {call}" if s.out else f"{pad}{call}")

@@ -72,13 +72,26 @@ def matmul_naive(
         c[row * n + col] = T(acc)
 
 
+@cl.func
+def stage_row(
+    a: Array[Any], b: Array[Any], m: Any, n: Any, k: Any, t: Any, row0: Any, col: Any, tx: Any, rr: Any,
+    a_tile: Array[Any], b_tile: Array[Any], ACC: cl.DType, TILE: int,
+) -> None:
+    """Row ``rr`` of the step at ``t``: A's and B's elements of this unit into the shared tiles."""
+    row = row0 + rr
+    a_tile[rr * TILE + tx] = ACC(a[row * k + t + tx]) if row < m and t + tx < k else ACC(0)
+    b_tile[rr * TILE + tx] = ACC(b[(t + rr) * n + col]) if t + rr < k and col < n else ACC(0)
+
+
 @cl.kernel
 def matmul_tiled(
     a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], TILE: Comptime[int], RPT: Comptime[int],
+    SU: Comptime[int],
 ) -> None:
     """Square TILE x TILE tiles of A and B in shared memory (as ACC); TILE x TILE / RPT units,
-    each computing RPT rows of one column."""
+    each computing RPT rows of one column. ``SU`` = 1 unrolls the staging of the RPT rows in the
+    generated source; 0 leaves a loop of RPT steps (RPT > 1), as the hand kernel had."""
     m = m_  # see SCALARS
     n = n_
     k = k_
@@ -92,11 +105,16 @@ def matmul_tiled(
     for r in cl.unroll(range(RPT)):
         acc[r] = ACC(0)
     for t in range(0, k, TILE):
-        for r in cl.unroll(range(RPT)):
-            rr = ty + r * (TILE // RPT)
-            row = row0 + rr
-            a_tile[rr * TILE + tx] = ACC(a[row * k + t + tx]) if row < m and t + tx < k else ACC(0)
-            b_tile[rr * TILE + tx] = ACC(b[(t + rr) * n + col]) if t + rr < k and col < n else ACC(0)
+        # STAGING: a loop, not unrolled in the source. NVCC unrolls both, but from the loop its
+        # code takes fewer registers: tiled_32 (sm_90, ptxas -v) 36 registers a unit as a loop, 42
+        # unrolled (hand kernel 35), 6 or 5 cubes of 256 units an SM. With SU = 1, unrolled (the
+        # bench's variant tiled_32@unrolled). One row (RPT = 1) needs no loop.
+        if SU == 1 or RPT == 1:
+            for r in cl.unroll(range(RPT)):
+                stage_row(a, b, m, n, k, t, row0, col, tx, ty + r * (TILE // RPT), a_tile, b_tile, ACC, TILE)
+        else:
+            for r in range(RPT):
+                stage_row(a, b, m, n, k, t, row0, col, tx, ty + r * (TILE // RPT), a_tile, b_tile, ACC, TILE)
         cl.sync_cube()
         # A runtime loop of constant trip count, as the hand kernel had: the compilers unroll it
         # or not (forcing it made the 16 x 16 tile 2.7x slower on PoCL, bench/bench_lang_vs_c.py).
@@ -124,8 +142,10 @@ class RegBlock:
     tn: int
     vec: bool
     stages: int = 1
-    #: With float4 I/O, stage A as 4 x 4 squares of float4 rows (else scalar loads of A).
-    quad_a: bool = True
+    #: With float4 I/O, how A's tile is staged (matmul_reg's AQ): "lanes" (one float4 of a row a
+    #: unit, stored lane by lane, as the hand kernels did), "squares" (4 x 4 squares of float4 rows,
+    #: transposed in registers) or "scalar" (scalar loads of A). Without float4 I/O: scalar.
+    stage_a: str = "lanes"
 
     @property
     def cube(self) -> tuple[int, int]:
@@ -167,19 +187,25 @@ def types_of(name: str, vec: bool) -> dict[str, Any]:
 
 
 NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
+#: RegBlock.stage_a -> matmul_reg's AQ.
+A_STAGING = {"scalar": 0, "squares": 1, "lanes": 2}
 
 
-def tiled(tile: int) -> Plan:
-    """A shared-memory tiled kernel of ``tile`` x ``tile`` (four rows per unit for tiles above 16)."""
+def tiled(tile: int, unrolled: bool = False) -> Plan:
+    """A shared-memory tiled kernel of ``tile`` x ``tile`` (four rows per unit for tiles above 16;
+    ``unrolled``: their staging unrolled in the source, see matmul_tiled)."""
     rpt = 4 if tile > 16 else 1
-    shape = (("TILE", tile), ("RPT", rpt))
+    shape = (("TILE", tile), ("RPT", rpt), ("SU", int(unrolled)))
     return Plan(matmul_tiled, (tile, tile // rpt), shape, tile, tile, shared=2 * tile * tile)
 
 
 def reg(rb: RegBlock) -> Plan:
     """A register-blocked kernel."""
+    if rb.stage_a not in A_STAGING:
+        raise ValidationError(f"RegBlock.stage_a is one of {sorted(A_STAGING)}, not {rb.stage_a!r}")
+    aq = A_STAGING[rb.stage_a] if rb.vec else 0
     shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages),
-             ("AQ", int(rb.vec and rb.quad_a)))
+             ("AQ", aq))
     shared = rb.stages * rb.bk * (rb.bm + rb.bn)
     return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared)
 
@@ -285,18 +311,21 @@ def _reference(
 
 REG_4X4 = RegBlock(64, 64, 16, 4, 4, False)
 REG_8X8 = RegBlock(128, 128, 8, 8, 8, False)
+# The float4 twins of the hand kernels stage A as those did ("lanes"). Before (H200, CUDA, lang /
+# hand speed): reg_4x4_vec 0.944 with squares, 0.894 scalar; reg_8x8_vec 0.953 scalar, 0.718
+# with squares (bench/bench_matmul_vs_hand.py --variants compares them in one run).
 REG_4X4_VEC = RegBlock(64, 64, 16, 4, 4, True)
-# Steps of 8 along k stage A with scalar loads (see matmul_reg.fetch for the measurements).
-REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True, quad_a=False)
+REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
 # Double-buffered (one barrier a step, the next tiles' loads in flight during the multiply-adds).
+# Steps of 8 stage A with scalar loads (see matmul_reg.fetch for the measurements).
 REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
-REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, quad_a=False)
+REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar")
 # BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
-REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2)
+REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="squares")
 # 8 x 16 per unit (a 128 x 256 block): 6 vectors of shared memory read for 128 multiply-adds, where
 # 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
 # (bench/probes/matmul_blocks.py): 41.1 TFLOP/s, 0.80x cuBLAS, where reg_8x8_vec_db16 gave 38.7.
-REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2)
+REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="squares")
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {

@@ -19,6 +19,11 @@ A's tile is stored transposed (``a_tile[p, rows]``) so that its reads are vector
 ``(p, r)`` is lane ``r % W`` of ``a_tile[p * BM / W + r / W]``. A unit's rows are
 ``(gi * TY + ty) * W + q`` (gi < TM / W, q < W) and its columns ``(gj * TX + tx) * W + j``, so
 neighbouring units read neighbouring vectors of shared memory.
+
+``AQ`` picks how A's tile is staged: 0, one V of W rows of a column (scalar loads); 1, 4 x 4
+squares (four float4 rows a task, transposed in registers, stored as four V); 2, one float4 of a
+row a task, its lanes stored one by one into four rows of ``a_tile`` (``a_tile[i][r % 4] = v``), as
+the hand-written kernels staged it.
 """
 
 from __future__ import annotations
@@ -70,13 +75,19 @@ def fetch(
     BK: int, NT: int, A_TASKS: int, B_TASKS: int,
 ) -> None:
     """Load this unit's share of the step at ``t`` from global memory into the registers ``sa``
-    (A: one V per task, or four with AQ's float4 squares) and ``sb`` (B: one V per task); out of the
-    matrices, zeros. (The task counts come as arguments: a local assigned in a helper is a
-    runtime value, and unroll needs comptime bounds.)"""
+    (A: one V per task, four with AQ 1's float4 squares, one float4 with AQ 2) and ``sb`` (B: one
+    V per task); out of the matrices, zeros. (The task counts come as arguments: a local assigned
+    in a helper is a runtime value, and unroll needs comptime bounds.)"""
     for j in cl.unroll(range((A_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if A_TASKS % NT == 0 or e < A_TASKS:
-            if AQ == 0:
+            if AQ == 2:
+                # One float4 of a row, as the hand kernels staged A (its lanes stored one by one
+                # into four rows of a_tile: see stash).
+                gr = row0 + e // (BK // 4)
+                gc = t + 4 * (e % (BK // 4))
+                sa[j] = a[(gr * k + gc) >> 2] if gr < m and gc < k else AIO(0)
+            elif AQ == 0:
                 # W rows of one column: one V of a_tile's row p = e % BK (scalar loads).
                 gc = t + e % BK
                 for i in cl.unroll(range(W)):
@@ -116,7 +127,15 @@ def stash(
     for j in cl.unroll(range((A_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if A_TASKS % NT == 0 or e < A_TASKS:
-            if AQ == 0:
+            if AQ == 2:
+                # Lane i of row r's float4 is element (p, r) = (4q + i, r): lane r % 4 of a_tile's
+                # vector (4q + i) * BM / 4 + r / 4 (neighbouring units, neighbouring rows, write
+                # neighbouring lanes).
+                r = e // (BK // 4)
+                q = e % (BK // 4)
+                for i in cl.unroll(range(4)):
+                    a_tile[buf * (BK * BM // 4) + (4 * q + i) * (BM // 4) + r // 4][r % 4] = sa[j][i]
+            elif AQ == 0:
                 a_tile[buf * (BK * BM // W) + (e % BK) * (BM // W) + e // BK] = sa[j]
             else:
                 for i in cl.unroll(range(4)):
@@ -163,8 +182,9 @@ def matmul_reg(
     k = k_
     TX = BN // TN
     NT = TX * (BM // TM)
-    # Staging tasks a step: A in W-row columns (or 4 x 4 squares of float4s: AQ), B in V values.
-    A_TASKS = (BM // W) * (BK // (1 + 3 * AQ))
+    # Staging tasks a step: A in W-row columns (AQ 0), 4 x 4 squares of float4s (AQ 1) or float4s
+    # (AQ 2); B in V values.
+    A_TASKS = (BM // W) * BK if AQ == 0 else (BM // 4) * (BK // 4) if AQ == 1 else BM * (BK // 4)
     B_TASKS = BK * (BN // W)
     a_tile = cl.shared(V, STAGES * BK * BM // W)
     b_tile = cl.shared(V, STAGES * BK * BN // W)
@@ -180,7 +200,7 @@ def matmul_reg(
     bv = cl.local(V, TN // W)
     x = cl.local(ACC, 4)
     quad = cl.local(AIO, 4)
-    sa = cl.local(V, (1 + 3 * AQ) * ((A_TASKS + NT - 1) // NT))
+    sa = cl.local(V, (4 if AQ == 1 else 1) * ((A_TASKS + NT - 1) // NT))
     sb = cl.local(V, (B_TASKS + NT - 1) // NT)
     if STAGES == 1:
         for t in range(0, k, BK):

@@ -4,13 +4,27 @@ in f32, integers wrapping, and the errors."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pytest
 
 from cubeplug import ValidationError, std
-from cubeplug.std.matmul import MATMUL, PLANS, VECTOR_DTYPES, host_matmul, tolerance
+from cubeplug.std.matmul import (
+    MATMUL,
+    PLANS,
+    REG_4X4_VEC,
+    REG_8X8_VEC,
+    REG_8X8_VEC_DB,
+    REG_8X8_VEC_DB16,
+    VECTOR_DTYPES,
+    host_matmul,
+    reg,
+    strategy,
+    tiled,
+    tolerance,
+)
 from tests.std.conftest import make_client, skip_reason
 
 DTYPES = ("f16", "f32", "f64", "i32", "u32")
@@ -161,6 +175,40 @@ def test_nan_and_inf_propagate(client: Any, name: str) -> None:
             assert np.isnan(got[1]).all() and np.isnan(got[4, 2]), tunable.name
             assert np.isposinf(np.delete(got[:, 2], [1, 4])).all(), tunable.name
             _check(got, a, b, tunable.name)
+
+
+#: The stagings std's candidates do not use (the bench's variants): exact too.
+OTHER_STAGINGS = {
+    "tiled_32 unrolled": tiled(32, unrolled=True),
+    **{f"reg_4x4_vec {s}": reg(dataclasses.replace(REG_4X4_VEC, stage_a=s)) for s in ("scalar", "squares")},
+    "reg_8x8_vec squares": reg(dataclasses.replace(REG_8X8_VEC, stage_a="squares")),
+    "reg_8x8_vec_db lanes": reg(dataclasses.replace(REG_8X8_VEC_DB, stage_a="lanes")),
+    "reg_8x8_vec_db16 lanes": reg(dataclasses.replace(REG_8X8_VEC_DB16, stage_a="lanes")),
+}
+
+
+@pytest.mark.parametrize("name", ("f32", "i32"))
+@pytest.mark.parametrize("shape", ((33, 132, 8), (70, 68, 36)), ids=lambda s: "x".join(map(str, s)))
+def test_other_stagings_are_exact(client: Any, name: str, shape: tuple[int, int, int]) -> None:
+    dt = _dtype(client, name)
+    m, n, k = shape
+    if not _cheap(client, m, n, k):
+        pytest.skip("too slow for the CPU interpreter; the GPU backends and PoCL run it")
+    a, b = _ab(dt, m, n, k)
+    ha, hb = client.create(a), client.create(b)
+    key = MATMUL.key(client, "full", ha, hb, m, n, k, None, name)
+    ran = []
+    for what, plan in OTHER_STAGINGS.items():
+        if plan.fits(client, key):
+            got = client.to_numpy(strategy(plan)(client, ha, hb, m, n, k, None, name), name, (m, n))
+            _check(got, a, b, f"{what} {name} {shape}")
+            ran.append(what)
+    assert {"tiled_32 unrolled", "reg_4x4_vec scalar", "reg_4x4_vec squares"} <= set(ran)
+
+
+def test_an_unknown_staging_of_a_raises() -> None:
+    with pytest.raises(ValidationError, match="stage_a is one of"):
+        reg(dataclasses.replace(REG_4X4_VEC, stage_a="rows"))
 
 
 def test_bad_input_raises(client: Any) -> None:
