@@ -63,8 +63,8 @@ VARIANTS = {
     "reg_4x4_vec@scalar": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="scalar")),
     "reg_8x8_vec@scalar": mm.reg(dataclasses.replace(mm.REG_8X8_VEC, stage_a="scalar")),
     "reg_8x8_vec_db@lanes": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB, stage_a="lanes")),
-    "reg_8x8_vec_db16@lanes": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB16, stage_a="lanes")),
-    "reg_8x16_vec_db16@lanes": mm.reg(dataclasses.replace(mm.REG_8X16_VEC_DB16, stage_a="lanes")),
+    "reg_8x8_vec_db16@squares": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB16, stage_a="squares")),
+    "reg_8x16_vec_db16@squares": mm.reg(dataclasses.replace(mm.REG_8X16_VEC_DB16, stage_a="squares")),
 }
 
 

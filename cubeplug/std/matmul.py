@@ -320,12 +320,17 @@ REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
 # Steps of 8 stage A with scalar loads (see matmul_reg.fetch for the measurements).
 REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
 REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar")
-# BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32.
-REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="squares")
+# BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32. The BK = 16
+# candidates stage A in lanes: on the H200 (matmul-vs-hand-h200-lanes-2026-11-26.json, 2048^3) this
+# one ran 37.9 TFLOP/s with lanes and 38.2 with squares under CUDA, 40.2 and 34.7 under NVIDIA
+# OpenCL, 25.5 and 25.2 on Vulkan; reg_8x16_vec_db16 40.3 and 39.1, 40.0 and 39.0, 28.2 and 28.1.
+# reg_8x8_vec_db keeps scalar loads: with lanes it ran 39.2 / 39.3 / 26.0 against 37.8 / 36.5 /
+# 31.1, and it is Vulkan's fastest candidate.
+REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="lanes")
 # 8 x 16 per unit (a 128 x 256 block): 6 vectors of shared memory read for 128 multiply-adds, where
 # 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
 # (bench/probes/matmul_blocks.py): 41.1 TFLOP/s, 0.80x cuBLAS, where reg_8x8_vec_db16 gave 38.7.
-REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="squares")
+REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes")
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {
