@@ -21,6 +21,7 @@ or what its ``settle`` decides (the CPU worker claims a batch before running it,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from time import perf_counter
 from typing import Any, Protocol
 
 from cubeplug.core.errors import WorkDroppedError
@@ -46,19 +47,18 @@ class Scheduler:
         describe: Callable[[list[Any]], str] | None = None,
         on_drop: Callable[[list[Any], int, WorkDroppedError], None] | None = None,
         settle: Callable[[list[Any], int], int] | None = None,
-        first_batch: int | None = None,
+        max_age: float | None = None,
     ) -> None:
         self._submit = submit
         self.max_streams = max_streams
         self.max_tasks = max_tasks
         self._queues: list[list[Any]] = [[] for _ in range(max_streams)]
-        #: The queue length that submits a stream without a flush, while the stream is idle: a
-        #: batch of ``max_tasks`` kernels keeps the device idle while the host queues them, so with
-        #: ``first_batch`` the first batch after each flush is that short and each one its length
-        #: submits doubles, up to ``max_tasks`` (the device starts at once, and the host's queueing
-        #: of the next batches overlaps with its work).
-        self.first_batch = max(1, min(first_batch or max_tasks, max_tasks))
-        self._limits = [self.first_batch] * max_streams
+        #: Seconds a stream's first queued task may wait before a task queued after it submits the
+        #: batch (None: only ``max_tasks`` does). The device is idle while the host queues a batch,
+        #: so batches of long kernels are best cut short; batches of short ones still fill up.
+        self.max_age = max_age
+        #: ``perf_counter()`` when each stream's queue got its first task.
+        self._started = [0.0] * max_streams
         #: Number of batches handed to the backend so far.
         self.submissions = 0
         #: Where a dropped batch's WorkDroppedError goes (the backend's asynchronous errors).
@@ -87,26 +87,26 @@ class Scheduler:
                 self._submit_index(origin)
         q = queues[index]
         q.append(task)
-        limit = self._limits[index]
-        if len(q) >= limit:
+        if len(q) >= self.max_tasks:
             self._submit_index(index)
-            if limit < self.max_tasks:
-                self._limits[index] = min(2 * limit, self.max_tasks)
+        elif self.max_age is not None:
+            now = perf_counter()
+            if len(q) == 1:
+                self._started[index] = now
+            elif now - self._started[index] > self.max_age:
+                self._submit_index(index)
 
     def pending(self, stream_id: int) -> int:
         """Number of tasks queued on a virtual stream and not yet submitted."""
         return len(self._queues[stream_id % self.max_streams])
 
     def flush(self, stream_id: int) -> None:
-        """Submit the queued tasks of one virtual stream as one batch (its next batch is short again)."""
-        index = stream_id % self.max_streams
-        self._limits[index] = self.first_batch
-        self._submit_index(index)
+        """Submit the queued tasks of one virtual stream as one batch."""
+        self._submit_index(stream_id % self.max_streams)
 
     def flush_all(self) -> None:
         """Submit the queued tasks of every virtual stream, one batch each."""
         for index, q in enumerate(self._queues):
-            self._limits[index] = self.first_batch
             if q:
                 self._submit_index(index)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from cubeplug.core import scheduler
 from cubeplug.core.scheduler import Scheduler
 
 
@@ -47,25 +49,26 @@ def test_full_queue_submits_itself() -> None:
     assert s.pending(1) == 1
 
 
-def test_with_a_first_batch_batches_double_from_it_after_every_flush() -> None:
+def test_with_a_max_age_a_task_queued_after_it_submits_the_batch(monkeypatch: Any) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(scheduler, "perf_counter", lambda: clock[0])
     batches: list[list[int]] = []
-    s = Scheduler(batches.append, max_streams=8, max_tasks=8, first_batch=2)
-    for i in range(30):
+    s = Scheduler(batches.append, max_streams=8, max_tasks=4, max_age=0.5)
+    s.register(1, 0)
+    clock[0] += 0.4
+    s.register(1, 1)
+    s.register(2, 10)  # another stream keeps its own age
+    assert batches == []
+    clock[0] += 0.2  # stream 1's first task is 0.6 s old: the next task submits
+    s.register(1, 2)
+    assert batches == [[0, 1, 2]]
+    s.register(1, 3)  # the age starts again with the next batch's first task
+    clock[0] += 0.35  # stream 2's first task is 0.55 s old, stream 1's 0.35 s
+    s.register(2, 11)
+    assert batches == [[0, 1, 2], [10, 11]] and s.pending(1) == 1
+    for i in range(4, 7):  # max_tasks still submits a young batch
         s.register(1, i)
-    assert [len(b) for b in batches] == [2, 4, 8, 8, 8] and s.pending(1) == 0
-    s.register(2, "other")  # another stream starts at the first batch's length too
-    s.register(1, 30)
-    s.flush(1)
-    s.register(2, "again")
-    assert batches[-2:] == [[30], ["other", "again"]]
-    for i in range(3):  # the flush started stream 1 over at 2
-        s.register(1, i)
-    assert batches[-1] == [0, 1] and s.pending(1) == 1
-    s.flush_all()
-    assert batches[-1] == [2]
-    s.register(2, "a")
-    s.register(2, "b")  # reset by flush_all although it had nothing queued
-    assert batches[-1] == ["a", "b"]
+    assert batches[-1] == [3, 4, 5, 6]
 
 
 def test_binding_from_another_stream_submits_that_stream_first() -> None:
