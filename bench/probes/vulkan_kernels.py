@@ -11,6 +11,7 @@ the cube starts), the copy slows down with the size of the array on Vulkan only.
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import json
 import sys
@@ -110,8 +111,15 @@ def figures(backend: str) -> dict[str, float]:
 
 
 def main() -> None:
-    result: dict[str, Any] = {"n": N, "side": SIDE}
+    result: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "n": N,
+        "side": SIDE,
+    }
     for backend in ("cuda", "webgpu"):
+        client = cubeplug.client(backend)
+        result[f"{backend}_device"] = client.device.name
+        client.close()
         result[backend] = figures(backend)
     print(f"{'kernel':34} {'cuda ms':>9} {'webgpu ms':>10} {'ratio':>6}")
     for name, ms in result["cuda"].items():
