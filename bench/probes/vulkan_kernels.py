@@ -69,17 +69,19 @@ def figures(backend: str) -> dict[str, float]:
     y = client.empty(4 * N)
     grid = CubeCount(4096, N // 256 // 4096)
     for s in (0, 256, 1024, 4096, 8192):
-        out[f"copy shared={s}"] = device_ms(
-            client, lambda s=s: copy_with_shared.launch_unchecked(client, grid, 256, x, y, S=s)
-        )
+
+        def copy(s: int = s) -> None:
+            copy_with_shared.launch_unchecked(client, grid, 256, x, y, S=s)
+
+        out[f"copy shared={s}"] = device_ms(client, copy)
     # reduce_axis's two kernels, as std launches them on a SIDE x SIDE f32 array
     T = lang_type("f32")
-    rows = DeviceTensor(x, (SIDE, N // SIDE), (N // SIDE, 1), "float32")
+    rows = DeviceTensor(x, (SIDE, N // SIDE), (N // SIDE, 1), np.dtype(np.float32))
     out["axis_pass (lines along memory)"] = device_ms(
         client,
         lambda: axis.axis_pass.launch_unchecked(client, CubeCount(SIDE, 1), 256, rows, y, OP=0, T=T),
     )
-    cols = DeviceTensor(x, (N // SIDE, SIDE), (1, N // SIDE), "float32")
+    cols = DeviceTensor(x, (N // SIDE, SIDE), (1, N // SIDE), np.dtype(np.float32))
     lines = N // SIDE
     out["column_pass (1 split)"] = device_ms(
         client,
