@@ -11,6 +11,9 @@ memory pools put many slices in one page buffer. So the pipeline is built from d
 are all ``read_write``, while the declared access modes are still enforced: the source is first
 validated with ``var<storage, read>`` for ``read`` params, so writing a read buffer is a
 CompileError.
+
+A kernel compiled for unchecked launches is built without wgpu's runtime checks (index clamping,
+loop bounds): see ``trusted.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from cubeplug.backends.webgpu.trusted import trusted_module
 from cubeplug.plugin import Buffer, CompileError, ExecutionMode, Kernel, Scalar
 
 DIALECTS = ("wgsl",)
@@ -305,7 +309,9 @@ class WgslCompiler:
             scalars.binding_size if scalars is not None else 0,
         )
         try:
-            module = self.device.create_shader_module(code=code)
+            module = trusted_module(self.device, code) if mode is ExecutionMode.UNCHECKED else None
+            if module is None:
+                module = self.device.create_shader_module(code=code)
             pipeline = self.device.create_compute_pipeline(
                 layout=layout.pipeline_layout,
                 compute={"module": module, "entry_point": kernel.entry_point},

@@ -158,7 +158,9 @@ class WgpuServer(ComputeServer):
             self.queue.submit,
             max_streams=self.config.streaming.max_streams,
             max_tasks=MAX_TASKS,
-            max_age=MAX_AGE,
+            # A CPU adapter (lavapipe) runs one submission at a time on the host's own cores: the
+            # host would wait at each early submit for work that cannot overlap with it anyway.
+            max_age=None if self.properties.get("adapter_type") == "CPU" else MAX_AGE,
             errors=self.queue.errors,
             describe=WgpuQueue.describe,
             on_drop=WgpuQueue.fail_reads,

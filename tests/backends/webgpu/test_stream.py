@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -19,13 +21,35 @@ def test_one_submit_per_flush_never_per_dispatch(client) -> None:  # type: ignor
     client.sync()
     queue = client.server.queue
     before = queue.submits
+    start = time.perf_counter()
     for _ in range(1000):
         client.launch(ADD_ONE, 4, [x], [256])
+    elapsed = time.perf_counter() - start
     client.flush()
     submits = queue.submits - before
-    max_tasks = client.server.scheduler.max_tasks
-    assert submits <= -(-1000 // max_tasks) + 1, submits
+    scheduler = client.server.scheduler
+    # a batch ends at max_tasks tasks, or at the first task after its first waited max_age
+    by_age = int(elapsed / scheduler.max_age) + 1 if scheduler.max_age else 0
+    assert submits <= -(-1000 // scheduler.max_tasks) + by_age + 1, (submits, elapsed)
+    assert submits <= 250, submits  # batches of 4 launches at the very least
     np.testing.assert_array_equal(client.to_numpy(x, "i32"), np.full(256, 1000, np.int32))
+
+
+def test_batches_cut_short_by_age_run_every_launch_once(client) -> None:  # type: ignore[no-untyped-def]
+    scheduler = client.server.scheduler
+    if client.properties.get("adapter_type") == "CPU":
+        assert scheduler.max_age is None  # lavapipe runs one submission at a time: no early submits
+    x = client.create(np.zeros(256, np.int32))
+    client.sync()
+    before = client.server.queue.submits
+    age, scheduler.max_age = scheduler.max_age, 1e-9  # every second task submits its batch
+    try:
+        for _ in range(100):
+            client.launch(ADD_ONE, 4, [x], [256])
+    finally:
+        scheduler.max_age = age
+    assert client.server.queue.submits - before >= 40
+    np.testing.assert_array_equal(client.to_numpy(x, "i32"), np.full(256, 100, np.int32))
 
 
 def test_bind_groups_are_reused_for_a_repeated_binding_set(client) -> None:  # type: ignore[no-untyped-def]
