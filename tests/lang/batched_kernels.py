@@ -38,3 +38,36 @@ def loops(x: Array[f32], y: Array[f32], z: Array[f32], out: Array[i32], back: Ar
         back[b] = b
     old = cl.atomic_add(hist, i % 4, u32(1))
     y[2 * i + len(out)] = f32(old)
+
+
+@cl.kernel
+def sparse(x: Array[f32], y: Array[f32], v4: Array[cl.Vec[f32, 4]], hist: Array[Atomic[u32]]) -> None:
+    """Branches taken by few units of each cube (the interpreter runs them on those lanes alone):
+    shared memory read after a barrier, a private array, a vector local, an inner loop with break
+    and continue, a nested branch, an atomic whose old value is used, and a local assigned in the
+    branch but read after it."""
+    buf = cl.shared(f32, 32)
+    priv = cl.local(f32, 3)
+    u = cl.UNIT_POS_X
+    i = cl.ABSOLUTE_POS_X
+    buf[u] = x[i]
+    priv[u % 3] = x[i] * 2.0
+    vec = cl.Vec[f32, 4](x[i], 1.0, 2.0, 3.0)
+    cl.sync_cube()
+    acc = f32(0)
+    if u % 8 == 3:
+        for k in range(32):
+            if buf[k] > 1.5:
+                break
+            if buf[k] < 0.0:
+                continue
+            acc += buf[(u + k) % 32]
+        if u < 16:
+            acc = acc * 2.0 + priv[u % 3]
+            vec = cl.Vec[f32, 4](acc, acc, x[i], f32(u))
+            old = cl.atomic_add(hist, u % 4, u32(1))
+            acc += f32(old)
+    elif u == 0:
+        acc = buf[31] - 1.0
+    y[i] = acc
+    v4[i] = vec

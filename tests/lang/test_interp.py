@@ -80,3 +80,26 @@ def test_ir_text_golden() -> None:
     )
     unchecked = axpy.ir(256, checked=False)
     assert "len_x" not in unchecked and "y[i] = (y[i] + (%a * x[i]))" in unchecked
+
+
+def run_sparse(count: int) -> list[np.ndarray]:
+    from tests.lang.batched_kernels import sparse
+
+    rng = np.random.default_rng(3)
+    n = 32 * count
+    arrays = [rng.uniform(-1, 2, n).astype(np.float32), np.zeros(n, np.float32), np.zeros((n, 4), np.float32),
+              np.zeros(4, np.uint32)]
+    spec = sparse.specialize_for("python", None, 32, True, {})
+    hidden = [np.uint32(len(arrays[[p.name for p in spec.ir.arrays].index(h.array)])) for h in spec.ir.hidden]
+    spec.source(Launch((count, 1, 1), (32, 1, 1)), *arrays, *hidden)
+    return arrays
+
+
+@pytest.mark.parametrize("compact", [0.25, 1.0])
+def test_branches_on_few_lanes_match_every_lane(monkeypatch: Any, compact: float) -> None:
+    monkeypatch.setattr(interp, "COMPACT", 0.0)  # the general path: masked statements over every lane
+    want = run_sparse(7)
+    monkeypatch.setattr(interp, "COMPACT", compact)
+    for got, expected in zip(run_sparse(7), want):
+        np.testing.assert_array_equal(got, expected)
+    assert want[3].sum() == 7 * 2 and (want[1] != 0).sum() > 7  # the branches ran
