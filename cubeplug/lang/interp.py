@@ -35,7 +35,7 @@ FLAT_LANES = 1 << 20
 #: leaves an enclosing loop: the raking folds of the std reductions run 1/8 and 1/256 of the lanes
 #: there, and masked statements over every lane made them most of a reduction's time (with the
 #: live-lane changes of :meth:`_Run.block`, 2 cores: reduce_sum 1M f32 62 -> 23 ms, reduce_axis
-#: axis=1 1k x 1k 260 -> 115 ms). 0 turns it off (the tests compare both).
+#: axis=1 1k x 1k 260 -> 115 ms). 0 turns it off, and :meth:`_Run.span` too (the tests compare).
 COMPACT = 0.25
 _ATOMIC_UFUNC = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
 #: f32 min and max as the dialects' compare-and-swap loops do them: the value replaces the element
@@ -129,9 +129,12 @@ def _or(lanes_: np.ndarray | None, m: Mask, n: int) -> np.ndarray:
     return m.copy() if lanes_ is None else lanes_ | m
 
 
-def _take(v: Any, idx: np.ndarray) -> Any:
-    """The lanes ``idx`` of a lane value (a scalar stays one; a ramp is computed at them only)."""
+def _take(v: Any, idx: np.ndarray | slice) -> Any:
+    """The lanes ``idx`` of a lane value (a scalar stays one; a ramp is computed at them only, and
+    stays a ramp on a slice of lanes; an array on a slice is a view)."""
     if isinstance(v, Ramp):
+        if isinstance(idx, slice):
+            return lanes.make(v.start + v.step * idx.start, v.step, idx.stop - idx.start, v.dtype)
         return (idx.astype(np.int64) * v.step + v.start).astype(v.dtype)
     return v[idx] if isinstance(v, np.ndarray) and v.ndim else v
 
@@ -190,7 +193,7 @@ class _Run:
         self.brk: np.ndarray | None = None
         self.stop: np.ndarray | None = None
         #: For a run on a subset of a batch's lanes (:meth:`branch`): the batch's run and the lanes.
-        self.outer: tuple[_Run, np.ndarray] | None = None
+        self.outer: tuple[_Run, np.ndarray | slice] | None = None
 
     # ------------------------------------------------------------------------------ statements
     def live(self, mask: Mask) -> Mask:
@@ -221,17 +224,27 @@ class _Run:
         taken = int(np.count_nonzero(live))
         if taken == 0:
             return
+        if not self.runs_alone(b) or taken > COMPACT * self.n:
+            self.block(b, live)
+            return
+        self.alone(b, np.flatnonzero(live))
+
+    def runs_alone(self, b: ir.Block) -> bool:
+        """True when ``b`` may run on a subset of the lanes: nothing in it syncs, returns or leaves
+        an enclosing loop."""
         ok = self.plan.get(id(b))
         if ok is None:
             ok = self.plan[id(b)] = not _escapes(b, False)
-        if not ok or taken > COMPACT * self.n:
-            self.block(b, live)
-            return
-        idx = np.flatnonzero(live)
+        return ok
+
+    def alone(self, b: ir.Block, idx: np.ndarray | slice) -> None:
+        """Run ``b`` (:meth:`runs_alone`) on the lanes ``idx`` alone, as a run of their own: their
+        values gathered (for a slice of lanes, views and ramps), the locals ``b`` assigns written back."""
         sub = object.__new__(_Run)
         sub.k, sub.plan, sub.flows = self.k, self.plan, self.flows
         sub.count, sub.dims, sub.c0, sub.c1 = self.count, self.dims, self.c0, self.c1
-        sub.n, sub.types, sub.values = taken, self.types, self.values
+        sub.n = len(idx) if isinstance(idx, np.ndarray) else idx.stop - idx.start
+        sub.types, sub.values = self.types, self.values
         sub.builtins = {}
         sub.private = frozenset()  # a unit's private elements are no longer at lane * size: no columns
         sub.mem = {name: (arr, None if base is None else base[idx], size)
@@ -261,7 +274,14 @@ class _Run:
         elif isinstance(s, ir.Atomic):
             self.atomic(s, m)
         elif isinstance(s, ir.If):
-            c = self.eval(s.cond)
+            cond = s.cond
+            if isinstance(cond, ir.BinOp) and cond.op in lanes.ORDERED:
+                ab = (self.eval(cond.a), self.eval(cond.b))
+                if m is None and self.alive is None and self.stop is None and self.span(s, *ab):
+                    return
+                c = self.binop(cond, ab=ab)
+            else:
+                c = self.eval(cond)
             if np.ndim(c) == 0 or (m is None and (c.all() or not c.any())):  # the same in every lane
                 self.block(s.then if c.all() else s.orelse, m)
             else:
@@ -286,6 +306,26 @@ class _Run:
             self.barrier(s, m)
         else:  # pragma: no cover
             raise TypeError(s)
+
+    def span(self, s: ir.If, a: Any, b: Any) -> bool:
+        """Run ``s`` (every lane live) when its condition compares a ramp with an integer: the
+        lanes where it holds are one run, ``[lo, hi)``, and its ``then`` runs on their slice, ramps
+        kept (``if ABSOLUTE_POS_X == 0``, ``if i < n``: no mask over the batch). False when the
+        condition is of another kind or the block cannot run alone."""
+        sp = lanes.span(s.cond.op, a, b) if isinstance(s.cond, ir.BinOp) else None
+        if sp is None or COMPACT <= 0 or not self.runs_alone(s.then):
+            return False
+        lo, hi = sp
+        if lo < hi:
+            if hi - lo == self.n:
+                self.block(s.then, None)
+                return True
+            self.alone(s.then, slice(lo, hi))
+        if s.orelse.stmts and hi - lo < self.n:
+            rest = np.ones(self.n, bool)
+            rest[lo:hi] = False
+            self.branch(s.orelse, rest)
+        return True
 
     def barrier(self, s: ir.Barrier, m: Mask) -> None:
         """Check that each cube reaches the barrier with all its live units or with none (a cube
@@ -323,25 +363,41 @@ class _Run:
         try:
             while True:
                 self.stop = None
-                go = self.mask(_and(m, self.alive, None if self.brk is None else ~self.brk,
-                                    self.full(self.eval(cond))))
-                if not go.any():
+                go = self.going(cond, m)
+                if go is not None and not go.any():
                     break
                 self.stop = None if self.brk is None else self.brk.copy()
-                self.block(body, None if go.all() else go)
+                self.block(body, None if go is None or go.all() else go)
                 if rf is not None:
-                    inc = self.mask(_and(go, None if self.brk is None else ~self.brk, self.alive))
+                    inc = _and(go, None if self.brk is None else ~self.brk, self.alive)
                     ty = self.types[rf.var]
                     cur = self.env[rf.var]
-                    if isinstance(cur, Ramp) and (by := lanes.as_int(step)) is not None and inc.all():
+                    if (isinstance(cur, Ramp) and (by := lanes.as_int(step)) is not None
+                            and (inc is None or inc.all())):
                         nxt = lanes.make(cur.start + by, cur.step, cur.n, cur.dtype)
                         if nxt is not None:  # else the values wrap: the array arithmetic below
                             self.env[rf.var] = nxt
                             continue
                     cur = self.full(cur)
-                    self.env[rf.var] = np.where(inc, semantics.binary_raw("+", cur, step, ty), cur)
+                    more = semantics.binary_raw("+", cur, step, ty)
+                    self.env[rf.var] = more if inc is None else np.where(inc, more, cur)
         finally:
             self.brk, self.stop = saved
+
+    def going(self, cond: ir.Expr, m: Mask) -> Mask:
+        """The lanes that run a loop's next pass (None: every lane). A ramp compared with an
+        integer while every lane is in the loop (a grid-stride loop) builds no mask when the
+        comparison holds for every lane or for none."""
+        if m is None and self.alive is None and self.brk is None and isinstance(cond, ir.BinOp) \
+                and cond.op in lanes.ORDERED:
+            ab = (self.eval(cond.a), self.eval(cond.b))
+            sp = lanes.span(cond.op, *ab)
+            if sp is not None and sp[1] - sp[0] in (0, self.n):
+                return None if sp[1] > sp[0] else np.zeros(self.n, bool)
+            c = self.binop(cond, ab=ab)
+        else:
+            c = self.eval(cond)
+        return self.mask(_and(m, self.alive, None if self.brk is None else ~self.brk, self.full(c)))
 
     def store(self, s: ir.Store, m: Mask) -> None:
         arr, base, size = self.mem[s.array]
@@ -468,10 +524,11 @@ class _Run:
         got = arr[addr]
         return np.where(_rows(ok, got), got, e.ty.np.type(0))
 
-    def binop(self, e: ir.BinOp, out: np.ndarray | None = None) -> Any:
-        """``a op b``; the result goes to ``out`` where given and possible, else to a temporary
-        operand where one is (numpy's ufuncs handle overlapping operands)."""
-        a, b = self.eval(e.a), self.eval(e.b)
+    def binop(self, e: ir.BinOp, out: np.ndarray | None = None, ab: tuple[Any, Any] | None = None) -> Any:
+        """``a op b`` (``ab``: the operands, evaluated already); the result goes to ``out`` where
+        given and possible, else to a temporary operand where one is (numpy's ufuncs handle
+        overlapping operands)."""
+        a, b = (self.eval(e.a), self.eval(e.b)) if ab is None else ab
         if isinstance(a, Ramp) or isinstance(b, Ramp):
             r = lanes.binary(e.op, a, b, e.a.ty)
             if r is not None:

@@ -24,6 +24,8 @@ _CMP: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne,
 }
+#: The comparisons whose lanes, for a ramp and an integer, are one run (:func:`span`).
+ORDERED = ("<", "<=", ">", ">=", "==")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
@@ -128,17 +130,43 @@ def compare(op: str, r: Ramp, s: int) -> np.ndarray:
             out[j] = op == "=="
         return out
     first = fn(r.start, s)
-    lo, hi = 0, r.n  # the first lane whose result differs from lane 0's
+    lo = _switch(fn, r, s)
+    out = np.empty(r.n, bool)
+    out[:lo] = first
+    out[lo:] = not first
+    return out
+
+
+def _switch(fn: Callable[[Any, Any], bool], r: Ramp, s: int) -> int:
+    """The first lane whose ``fn(lane, s)`` differs from lane 0's (``r.n`` when none does)."""
+    first = fn(r.start, s)
+    lo, hi = 0, r.n
     while lo < hi:
         mid = (lo + hi) // 2
         if fn(r.value(mid), s) == first:
             lo = mid + 1
         else:
             hi = mid
-    out = np.empty(r.n, bool)
-    out[:lo] = first
-    out[lo:] = not first
-    return out
+    return lo
+
+
+def span(op: str, a: Any, b: Any) -> tuple[int, int] | None:
+    """The lanes ``[lo, hi)`` where ``a op b`` holds, for a ramp and an integer compared by one of
+    :data:`ORDERED` (they are one run: the ramp is monotonic); else None."""
+    if op not in ORDERED:
+        return None
+    if isinstance(a, Ramp) and (s := as_int(b)) is not None:
+        r = a
+    elif isinstance(b, Ramp) and (s := as_int(a)) is not None:
+        r, op = b, _FLIP[op]
+    else:
+        return None
+    if op == "==":
+        j, rem = divmod(s - r.start, r.step)
+        return (j, j + 1) if rem == 0 and 0 <= j < r.n else (0, 0)
+    fn = _CMP[op]
+    switch = _switch(fn, r, s)
+    return (0, switch) if fn(r.start, s) else (switch, r.n)
 
 
 def position(name: str, count: tuple[int, int, int], dims: tuple[int, int, int], c0: int, c1: int) -> Any:
