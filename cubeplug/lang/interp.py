@@ -17,6 +17,8 @@ slice); a mask of None means every lane.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,10 +58,7 @@ class Interpreter:
         self.names = (*k.order, *k.hidden_names)
         self.__name__ = k.name
         self.flat = not _has_barrier(k.body) and all(d.space != "shared" for d in k.decls)
-        #: Per block (by id): whether it may run on a subset of the lanes (:meth:`_Run.branch`).
-        self.plan: dict[int, bool] = {}
-        #: The statements (by id) after which a block computes its live lanes again.
-        self.flows = frozenset(id(s) for s in _walk(k.body) if _flow(s))
+        self.plan = _Plan(k)
 
     def __call__(self, launch: Any, *params: Any) -> None:
         values = dict(zip(self.names, params))
@@ -75,7 +74,7 @@ class Interpreter:
         with np.errstate(all="ignore"):
             while c0 < cubes:
                 c1 = min(cubes, c0 + per, (c0 // row + 1) * row if row else cubes)
-                _Run(self.k, values, count, dims, c0, c1, self.plan, self.flows).block(self.k.body, None)
+                _Run(self.k, values, count, dims, c0, c1, self.plan).block(self.k.body, None)
                 c0 = c1
 
 
@@ -117,6 +116,56 @@ def _flow(s: ir.Stmt) -> bool:
     return any(_flow(t) for c in ir.children(s) for t in c.stmts)
 
 
+def _assigns(s: ir.Stmt) -> tuple[str, ...]:
+    """The locals ``s`` itself assigns."""
+    if isinstance(s, ir.Assign):
+        return (s.name,)
+    if isinstance(s, ir.RangeFor):
+        return (s.var,)
+    if isinstance(s, ir.Atomic) and s.out:
+        return (s.out,)
+    return ()
+
+
+def _reads(stmts: tuple[ir.Stmt, ...]) -> Counter[str]:
+    """How many times ``stmts`` (nested ones included) read each local (a for loop reads its
+    variable)."""
+    out: Counter[str] = Counter()
+    for s in stmts:
+        exprs: list[ir.Expr | None] = []
+        if isinstance(s, ir.Assign):
+            exprs = [s.value]
+        elif isinstance(s, ir.Store):
+            exprs = [s.index, s.value, s.guard]
+        elif isinstance(s, ir.Atomic):
+            exprs = [s.index, *s.args, s.guard]
+        elif isinstance(s, ir.If):
+            exprs = [s.cond]
+        elif isinstance(s, ir.RangeFor):
+            exprs = [s.start, s.stop, s.step]
+            out[s.var] += 1
+        elif isinstance(s, ir.While):
+            exprs = [s.cond]
+        for e in exprs:
+            if e is not None:
+                _expr_reads(e, out)
+        for c in ir.children(s):
+            out.update(_reads(c.stmts))
+    return out
+
+
+def _expr_reads(e: ir.Expr, out: Counter[str]) -> None:
+    if isinstance(e, ir.Var):
+        if e.kind == "local":
+            out[e.name] += 1
+        return
+    for child in (getattr(e, f, None) for f in ("a", "b", "cond", "index", "guard", "v")):
+        if isinstance(child, ir.Expr):
+            _expr_reads(child, out)
+    for child in getattr(e, "args", ()):
+        _expr_reads(child, out)
+
+
 def _walk(b: ir.Block) -> list[ir.Stmt]:
     """Every statement of ``b``, nested ones included."""
     return [t for s in b.stmts for t in (s, *(u for c in ir.children(s) for u in _walk(c)))]
@@ -153,14 +202,57 @@ def _own(v: Any) -> Any:
     return v.copy() if isinstance(v, np.ndarray) and v.base is not None and v.flags.writeable else v
 
 
+@dataclass(frozen=True, slots=True)
+class _Alone:
+    """How a block runs on a subset of the lanes: whether it may (:func:`_escapes`), the locals it
+    reads or assigns (gathered), and those of them read after it (written back)."""
+
+    ok: bool
+    need: frozenset[str]
+    keep: frozenset[str]
+
+
+class _Plan:
+    """What the interpreter works out once per kernel about its statements."""
+
+    def __init__(self, k: ir.KernelIR) -> None:
+        #: The statements (by id) after which a block computes its live lanes again.
+        self.flows = frozenset(id(s) for s in _walk(k.body) if _flow(s))
+        self.reads = _reads(k.body.stmts)
+        self.looped: set[int] = set()  # blocks (by id) inside a loop
+        self._mark(k.body, False)
+        self._alone: dict[int, _Alone] = {}
+
+    def _mark(self, b: ir.Block, looped: bool) -> None:
+        if looped:
+            self.looped.add(id(b))
+        for s in b.stmts:
+            for c in ir.children(s):
+                self._mark(c, looped or isinstance(s, (ir.RangeFor, ir.While)))
+
+    def alone(self, b: ir.Block) -> _Alone:
+        """How ``b`` runs on a subset of the lanes. A local that ``b`` assigns is written back to
+        the batch's lanes only when something outside ``b`` reads it, or ``b`` is in a loop (a
+        later pass of ``b`` reads it): the std raking folds assign dozens of unrolled locals that
+        die in the block (reduce_sum 1M f32 ``tree``: 64 copies of 65536 lanes per cube batch)."""
+        got = self._alone.get(id(b))
+        if got is None:
+            inside = _reads(b.stmts)
+            assigned = {n for s in _walk(b) for n in _assigns(s)}
+            outside = {n for n, c in self.reads.items() if c > inside.get(n, 0)}
+            keep = assigned & (outside | set(inside) if id(b) in self.looped else outside)
+            got = self._alone[id(b)] = _Alone(not _escapes(b, False), frozenset(set(inside) | assigned),
+                                              frozenset(keep))
+        return got
+
+
 class _Run:
     """One batch of whole cubes run in lockstep."""
 
     def __init__(self, k: ir.KernelIR, values: dict[str, Any], count: tuple[int, int, int],
-                 dims: tuple[int, int, int], c0: int, c1: int, plan: dict[int, bool],
-                 flows: frozenset[int]) -> None:
+                 dims: tuple[int, int, int], c0: int, c1: int, plan: _Plan) -> None:
         self.k = k
-        self.plan, self.flows = plan, flows
+        self.plan = plan
         self.count, self.dims, self.c0, self.c1 = count, dims, c0, c1
         units = dims[0] * dims[1] * dims[2]
         n = (c1 - c0) * units
@@ -213,7 +305,7 @@ class _Run:
                     if m.all():  # every lane: the unmasked paths (ramps, plain stores)
                         m = None
             self.stmt(s, m)
-            again = id(s) in self.flows
+            again = id(s) in self.plan.flows
 
     def branch(self, b: ir.Block, mask: np.ndarray) -> None:
         """Run ``b`` for the lanes of ``mask``; on those lanes alone (:data:`COMPACT`) when few are."""
@@ -232,16 +324,13 @@ class _Run:
     def runs_alone(self, b: ir.Block) -> bool:
         """True when ``b`` may run on a subset of the lanes: nothing in it syncs, returns or leaves
         an enclosing loop."""
-        ok = self.plan.get(id(b))
-        if ok is None:
-            ok = self.plan[id(b)] = not _escapes(b, False)
-        return ok
+        return self.plan.alone(b).ok
 
     def alone(self, b: ir.Block, idx: np.ndarray | slice) -> None:
         """Run ``b`` (:meth:`runs_alone`) on the lanes ``idx`` alone, as a run of their own: their
         values gathered (for a slice of lanes, views and ramps), the locals ``b`` assigns written back."""
         sub = object.__new__(_Run)
-        sub.k, sub.plan, sub.flows = self.k, self.plan, self.flows
+        sub.k, sub.plan = self.k, self.plan
         sub.count, sub.dims, sub.c0, sub.c1 = self.count, self.dims, self.c0, self.c1
         sub.n = len(idx) if isinstance(idx, np.ndarray) else idx.stop - idx.start
         sub.types, sub.values = self.types, self.values
@@ -251,10 +340,13 @@ class _Run:
                    for name, (arr, base, size) in self.mem.items()}
         sub.alive = sub.brk = sub.stop = None
         sub.outer = (self, idx)
-        taken_env = {name: _take(v, idx) for name, v in self.env.items()}
+        plan = self.plan.alone(b)
+        env = self.env
+        taken_env = {name: _take(env[name], idx) for name in plan.need}
         sub.env = dict(taken_env)
         sub.block(b, None)
-        for name, v in sub.env.items():
+        for name in plan.keep:
+            v = sub.env[name]
             if v is not taken_env[name]:  # assigned in the branch: its lanes back into the batch's value
                 ty = self.types[name]
                 whole = np.array(self.full(self.env[name]), dtype=ty.np)

@@ -41,11 +41,12 @@ def loops(x: Array[f32], y: Array[f32], z: Array[f32], out: Array[i32], back: Ar
 
 
 @cl.kernel
-def sparse(x: Array[f32], y: Array[f32], v4: Array[cl.Vec[f32, 4]], hist: Array[Atomic[u32]]) -> None:
+def sparse(x: Array[f32], y: Array[f32], v4: Array[cl.Vec[f32, 4]], hist: Array[Atomic[u32]],
+           z: Array[f32]) -> None:
     """Branches taken by few units of each cube (the interpreter runs them on those lanes alone):
     shared memory read after a barrier, a private array, a vector local, an inner loop with break
     and continue, a nested branch, an atomic whose old value is used, and a local assigned in the
-    branch but read after it."""
+    branch but read after it, and one read only in a branch inside a loop (a later pass reads it)."""
     buf = cl.shared(f32, 32)
     priv = cl.local(f32, 3)
     u = cl.UNIT_POS_X
@@ -71,3 +72,8 @@ def sparse(x: Array[f32], y: Array[f32], v4: Array[cl.Vec[f32, 4]], hist: Array[
         acc = buf[31] - 1.0
     y[i] = acc
     v4[i] = vec
+    tot = f32(0)
+    for k in range(3):
+        if u % 8 == k or u == 31:
+            tot = tot + buf[k] + 1.0
+            z[i] = tot

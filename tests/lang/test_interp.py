@@ -88,7 +88,7 @@ def run_sparse(count: int) -> list[np.ndarray]:
     rng = np.random.default_rng(3)
     n = 32 * count
     arrays = [rng.uniform(-1, 2, n).astype(np.float32), np.zeros(n, np.float32), np.zeros((n, 4), np.float32),
-              np.zeros(4, np.uint32)]
+              np.zeros(4, np.uint32), np.zeros(n, np.float32)]
     spec = sparse.specialize_for("python", None, 32, True, {})
     hidden = [np.uint32(len(arrays[[p.name for p in spec.ir.arrays].index(h.array)])) for h in spec.ir.hidden]
     spec.source(Launch((count, 1, 1), (32, 1, 1)), *arrays, *hidden)
@@ -103,3 +103,5 @@ def test_branches_on_few_lanes_match_every_lane(monkeypatch: Any, compact: float
     for got, expected in zip(run_sparse(7), want):
         np.testing.assert_array_equal(got, expected)
     assert want[3].sum() == 7 * 2 and (want[1] != 0).sum() > 7  # the branches ran
+    # unit 31 took the branch in all three passes of its loop, each adding to what the last left
+    np.testing.assert_allclose(want[4][31::32], want[0].reshape(7, 32)[:, :3].sum(axis=1) + 3, rtol=1e-6)
