@@ -524,11 +524,15 @@ class _Run:
                 np.copyto(column, val, where=_rows(m, column), casting="unsafe")
             return
         arr, addr, ok = self.address(s.array, idx, s.guard)
-        sel = ok if m is None else m & ok
-        arr[addr[sel]] = self.full(self.eval(s.value))[sel]
+        sel = _and(m, ok)
+        if sel is None:
+            arr[addr] = self.full(self.eval(s.value))
+        else:
+            arr[addr[sel]] = self.full(self.eval(s.value))[sel]
 
     def atomic(self, s: ir.Atomic, m: Mask) -> None:
-        arr, addr, ok = self.address(s.array, self.eval(s.index), s.guard)
+        arr, addr, in_bounds = self.address(s.array, self.eval(s.index), s.guard)
+        ok = self.mask(in_bounds)
         sel = ok if m is None else m & ok
         args = [_own(self.full(self.eval(a))) for a in s.args]
         ufuncs: dict[str, Any] = _ATOMIC_UFUNC
@@ -584,13 +588,18 @@ class _Run:
         return arr[k::size]
 
     def address(self, name: str, index: Any, guard: ir.Expr | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                ) -> tuple[np.ndarray, np.ndarray, Mask]:
+        """The array, every lane's element address and the lanes in bounds (and guarded): None
+        when every lane is (no masking after a gather or before a scatter)."""
         arr, base, size = self.mem[name]
-        idx = self.full(index).astype(np.int64)
-        ok = (idx >= 0) & (idx < size)
+        idx = self.full(index)
+        ok = idx < size if idx.dtype.kind == "u" else (idx >= 0) & (idx < size)
         if guard is not None:
             ok &= self.full(self.eval(guard))
-        idx = np.where(ok, idx, 0)
+        if ok.all() and size:
+            idx = idx.astype(np.int64)
+            return arr, (idx if base is None else base + idx), None
+        idx = np.where(ok, idx, 0).astype(np.int64)
         addr = idx if base is None else base + idx
         if size == 0:
             ok = np.zeros(self.n, bool)
@@ -610,11 +619,18 @@ class _Run:
         column = self.column(e.array, idx, e.guard)
         if column is not None:
             return column
+        if e.guard is None and (k := lanes.as_int(idx)) is not None and 0 <= k < size:
+            # One element for every lane (buf[0], buf[k] of an unrolled fold): no bounds masks.
+            if base is not None:
+                return arr[base + k]
+            if not e.ty.is_vector:
+                return arr[k]  # a scalar: a copy
+            return np.broadcast_to(arr[k].copy(), (self.n, e.ty.lanes))
         arr, addr, ok = self.address(e.array, idx, e.guard)
         if len(arr) == 0:
             return np.zeros(_shape(self.n, e.ty), e.ty.np)
         got = arr[addr]
-        return np.where(_rows(ok, got), got, e.ty.np.type(0))
+        return got if ok is None else np.where(_rows(ok, got), got, e.ty.np.type(0))
 
     def binop(self, e: ir.BinOp, out: np.ndarray | None = None, ab: tuple[Any, Any] | None = None) -> Any:
         """``a op b`` (``ab``: the operands, evaluated already); the result goes to ``out`` where
