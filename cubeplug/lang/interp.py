@@ -619,13 +619,14 @@ class _Run:
         column = self.column(e.array, idx, e.guard)
         if column is not None:
             return column
-        if e.guard is None and (k := lanes.as_int(idx)) is not None and 0 <= k < size:
+        at = lanes.as_int(idx)
+        if e.guard is None and at is not None and 0 <= at < size:
             # One element for every lane (buf[0], buf[k] of an unrolled fold): no bounds masks.
             if base is not None:
-                return arr[base + k]
+                return arr[base + at]
             if not e.ty.is_vector:
-                return arr[k]  # a scalar: a copy
-            return np.broadcast_to(arr[k].copy(), (self.n, e.ty.lanes))
+                return arr[at]  # a scalar: a copy
+            return np.broadcast_to(arr[at].copy(), (self.n, e.ty.lanes))
         arr, addr, ok = self.address(e.array, idx, e.guard)
         if len(arr) == 0:
             return np.zeros(_shape(self.n, e.ty), e.ty.np)
