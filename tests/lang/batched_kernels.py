@@ -77,3 +77,13 @@ def sparse(x: Array[f32], y: Array[f32], v4: Array[cl.Vec[f32, 4]], hist: Array[
         if u % 8 == k or u == 31:
             tot = tot + buf[k] + 1.0
             z[i] = tot
+
+
+@cl.kernel
+def keep_loaded(x: Array[f32], y: Array[f32]) -> None:
+    """A local loaded from ``x``, then a store to ``y`` (which the test binds to the same memory),
+    then the local read: it holds the value loaded, as a register does."""
+    i = cl.ABSOLUTE_POS_X
+    v = x[i]
+    y[i] = v + 1.0
+    y[i] = y[i] + v

@@ -105,3 +105,16 @@ def test_branches_on_few_lanes_match_every_lane(monkeypatch: Any, compact: float
     assert want[3].sum() == 7 * 2 and (want[1] != 0).sum() > 7  # the branches ran
     # unit 31 took the branch in all three passes of its loop, each adding to what the last left
     np.testing.assert_allclose(want[4][31::32], want[0].reshape(7, 32)[:, :3].sum(axis=1) + 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("aliased", [False, True])
+def test_a_loaded_local_keeps_its_value_when_memory_changes(aliased: bool) -> None:
+    # The interpreter keeps views of loaded arrays in locals when nothing the kernel writes
+    # overlaps them; y bound to x's memory must make it copy.
+    from tests.lang.batched_kernels import keep_loaded
+
+    x = np.arange(64, dtype=np.float32)
+    y = x if aliased else np.zeros(64, np.float32)
+    spec = keep_loaded.specialize_for("python", None, 32, False, {})
+    spec.source(Launch((2, 1, 1), (32, 1, 1)), x, y)
+    np.testing.assert_array_equal(y, 2 * np.arange(64, dtype=np.float32) + 1)
