@@ -12,7 +12,11 @@ an ``(n, lanes)`` array (a vector array an ``(elements, lanes)`` one).
 
 Values stay cheap where they can (``lanes.py``): a scalar when every lane has the same value, a
 :class:`~cubeplug.lang.lanes.Ramp` for ``ABSOLUTE_POS_X``-like indices (an access through one is a
-slice); a mask of None means every lane.
+slice); a mask of None means every lane, and a mask that holds every lane becomes None. A branch
+that few lanes take, or that a ramp comparison selects (``if ABSOLUTE_POS_X == 0``), runs on those
+lanes alone (:meth:`_Run.branch`, :meth:`_Run.span`) when nothing in it syncs, returns or leaves
+an enclosing loop: its statements then cost what its lanes cost, not what the batch's do. Each
+fast path gives the general path's result (``tests/lang/test_interp.py`` compares them).
 """
 
 from __future__ import annotations
