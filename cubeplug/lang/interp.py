@@ -729,18 +729,24 @@ def _splat(v: Any, other: Any) -> Any:
 
 
 def _assign(dst: np.ndarray, src: Any) -> None:
-    """``dst[...] = src``. A vector (a row) repeated in every lane, as a broadcast, is copied by
-    doubling the rows already written: numpy's broadcast copy loops over 4-element rows (fill 1M
-    f32 through ``Vec[u32, 4]``: 3 ms; doubling: 0.2 ms, numpy's own fill 0.17 ms)."""
-    if (np.ndim(src) == 2 and src.strides[0] == 0 and dst.flags.c_contiguous and len(dst) > 1):
-        dst[0] = src[0]
-        done = 1
-        while done < len(dst):
-            step = min(done, len(dst) - done)
-            dst[done:done + step] = dst[:step]
-            done += step
+    """``dst[...] = src``. A vector (a row) repeated in every lane, as a broadcast, is a fill of
+    the widest unsigned word that repeats in the row's bytes (bit for bit), else copied by doubling
+    the rows already written: numpy's broadcast copy loops over 4-element rows (fill 1M f32
+    through ``Vec[u32, 4]``: 3 ms; doubling 0.34 ms; a u64 fill 0.2 ms, numpy's own fill 0.18 ms)."""
+    if not (np.ndim(src) == 2 and src.strides[0] == 0 and dst.flags.c_contiguous and len(dst) > 1):
+        dst[...] = src
         return
-    dst[...] = src
+    raw = np.ascontiguousarray(src[0], dst.dtype).tobytes()
+    for width in (8, 4, 2, 1):
+        if len(raw) % width == 0 and raw == raw[:width] * (len(raw) // width):
+            dst.reshape(-1).view(np.uint8).view(f"u{width}").fill(np.frombuffer(raw[:width], f"u{width}")[0])
+            return
+    dst[0] = src[0]
+    done = 1
+    while done < len(dst):
+        step = min(done, len(dst) - done)
+        dst[done:done + step] = dst[:step]
+        done += step
 
 
 def _shape(n: int, ty: DType) -> tuple[int, ...]:

@@ -87,3 +87,9 @@ def keep_loaded(x: Array[f32], y: Array[f32]) -> None:
     v = x[i]
     y[i] = v + 1.0
     y[i] = y[i] + v
+
+
+@cl.kernel
+def splat(v4: Array[cl.Vec[u32, 4]], a: u32, b: u32, c: u32, d: u32) -> None:
+    """One vector stored by every unit (a broadcast row: the interpreter fills it)."""
+    v4[cl.ABSOLUTE_POS_X] = cl.Vec[u32, 4](a, b, c, d)

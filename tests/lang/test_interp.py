@@ -118,3 +118,14 @@ def test_a_loaded_local_keeps_its_value_when_memory_changes(aliased: bool) -> No
     spec = keep_loaded.specialize_for("python", None, 32, False, {})
     spec.source(Launch((2, 1, 1), (32, 1, 1)), x, y)
     np.testing.assert_array_equal(y, 2 * np.arange(64, dtype=np.float32) + 1)
+
+
+@pytest.mark.parametrize("words", [(1, 2, 3, 4), (7, 7, 7, 7), (1, 2, 1, 2), (0x7FC00001, 0, 0x7FC00001, 0),
+                                   (0xFFFF0001, 0xFFFF0001, 0xFFFF0001, 0xFFFF0001)])
+def test_a_repeated_vector_store_writes_every_row_bit_for_bit(words: tuple[int, ...]) -> None:
+    from tests.lang.batched_kernels import splat
+
+    out = np.zeros((96, 4), np.uint32)
+    spec = splat.specialize_for("python", None, 32, False, {})
+    spec.source(Launch((3, 1, 1), (32, 1, 1)), out, *(np.uint32(w) for w in words))
+    np.testing.assert_array_equal(out, np.tile(np.array(words, np.uint32), (96, 1)))
