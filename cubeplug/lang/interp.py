@@ -606,12 +606,15 @@ class _Run:
         when every lane is (no masking after a gather or before a scatter)."""
         arr, base, size = self.mem[name]
         idx = self.full(index)
+        if (guard is None and size and len(idx) and (idx.dtype.kind == "u" or idx.min() >= 0)
+                and idx.max() < size):
+            # Every lane in bounds (the usual case), checked without a mask: a min and a max
+            # instead of two comparisons, an and and an all over the lanes, and numpy indexes
+            # with the u32 (or int64, from base) addresses as they are.
+            return arr, (idx if base is None else base + idx), None
         ok = idx < size if idx.dtype.kind == "u" else (idx >= 0) & (idx < size)
         if guard is not None:
             ok &= self.full(self.eval(guard))
-        if ok.all() and size:
-            idx = idx.astype(np.int64)
-            return arr, (idx if base is None else base + idx), None
         idx = np.where(ok, idx, 0).astype(np.int64)
         addr = idx if base is None else base + idx
         if size == 0:
