@@ -29,7 +29,7 @@ import numpy as np
 
 from cubeplug.lang import ir, lanes, semantics
 from cubeplug.lang.errors import BarrierDivergenceError
-from cubeplug.lang.lanes import Ramp
+from cubeplug.lang.lanes import Ramp, Tile
 from cubeplug.lang.types import DType
 
 #: About how many lanes one vector holds (whole cubes at a time), with barriers or shared memory.
@@ -189,6 +189,8 @@ def _take(v: Any, idx: np.ndarray | slice) -> Any:
         if isinstance(idx, slice):
             return lanes.make(v.start + v.step * idx.start, v.step, idx.stop - idx.start, v.dtype)
         return (idx.astype(np.int64) * v.step + v.start).astype(v.dtype)
+    if isinstance(v, Tile):
+        return v.array()[idx]
     return v[idx] if isinstance(v, np.ndarray) and v.ndim else v
 
 
@@ -528,6 +530,17 @@ class _Run:
             else:
                 np.copyto(dst, src, where=_rows(sel[:k], dst), casting="unsafe")
             return
+        rows = self.rows(s.array, idx, s.guard)
+        if rows is not None:  # shared memory through a tile: a strided view of the cubes' rows
+            dst, lo, hi = rows
+            val = lanes.materialize(self.eval(s.value))
+            assert isinstance(idx, Tile)
+            src = val if np.ndim(val) == 0 else self.full(val).reshape(idx.rows, idx.units)[:, lo:hi]
+            if m is None:
+                dst[...] = src
+            else:
+                np.copyto(dst, src, where=m.reshape(idx.rows, idx.units)[:, lo:hi], casting="unsafe")
+            return
         column = self.column(s.array, idx, s.guard)
         if column is not None:  # a private array at one constant index: a strided view
             val = self.full(self.eval(s.value))
@@ -574,7 +587,7 @@ class _Run:
         return np.ones(self.n, bool) if m is None else m
 
     def full(self, v: Any) -> np.ndarray:
-        if isinstance(v, Ramp):
+        if isinstance(v, (Ramp, Tile)):
             return v.array()
         arr = np.asarray(v)
         return arr if arr.shape == (self.n,) or arr.ndim == 2 else np.broadcast_to(arr, (self.n,))
@@ -599,6 +612,22 @@ class _Run:
         if k is None or not 0 <= k < size:
             return None
         return arr[k::size]
+
+    def rows(self, name: str, index: Any, guard: ir.Expr | None) -> tuple[np.ndarray, int, int] | None:
+        """The elements of the shared array ``name`` that a tile ``index`` addresses, as a
+        ``(cubes, hi - lo)`` strided view of the batch's rows for the units ``[lo, hi)`` in bounds
+        (the others read 0, their writes are dropped), when nothing guards the access; else None.
+        The scan's and the trees' ``tile[k * CUBE + u]``, ``buf[u]``, ``tot[u - 4]``: no gather."""
+        if not isinstance(index, Tile) or guard is not None or self.outer is not None:
+            return None
+        arr, base, size = self.mem[name]
+        if base is None or name in self.private or arr.ndim != 1 or index.rows != self.c1 - self.c0:
+            return None
+        cut = index.cut(size)
+        if cut is None:
+            return None
+        lo, hi, sl = cut
+        return arr.reshape(index.rows, size)[:, sl], lo, hi
 
     def address(self, name: str, index: Any, guard: ir.Expr | None = None
                 ) -> tuple[np.ndarray, np.ndarray, Mask]:
@@ -635,6 +664,15 @@ class _Run:
         column = self.column(e.array, idx, e.guard)
         if column is not None:
             return column
+        rows = self.rows(e.array, idx, e.guard)
+        if rows is not None:
+            got, lo, hi = rows
+            assert isinstance(idx, Tile)
+            if hi - lo == idx.units:
+                return got.reshape(-1)
+            out = np.zeros((idx.rows, idx.units), e.ty.np)
+            out[:, lo:hi] = got
+            return out.reshape(-1)
         at = lanes.as_int(idx)
         if e.guard is None and at is not None and 0 <= at < size:
             # One element for every lane (buf[0], buf[k] of an unrolled fold): no bounds masks.
@@ -654,7 +692,7 @@ class _Run:
         given and possible, else to a temporary operand where one is (numpy's ufuncs handle
         overlapping operands)."""
         a, b = (self.eval(e.a), self.eval(e.b)) if ab is None else ab
-        if isinstance(a, Ramp) or isinstance(b, Ramp):
+        if isinstance(a, (Ramp, Tile)) or isinstance(b, (Ramp, Tile)):
             r = lanes.binary(e.op, a, b, e.a.ty)
             if r is not None:
                 return r
@@ -682,7 +720,7 @@ class _Run:
             return self.binop(e)
         if isinstance(e, ir.UnOp):
             a = self.eval(e.a)
-            if isinstance(a, Ramp):
+            if isinstance(a, (Ramp, Tile)):
                 r = lanes.unary(e.op, a, e.ty)
                 if r is not None:
                     return r
@@ -690,7 +728,7 @@ class _Run:
             return semantics.unary_raw(e.op, a, e.ty)
         if isinstance(e, ir.Cast):
             a = self.eval(e.a)
-            if isinstance(a, Ramp):
+            if isinstance(a, (Ramp, Tile)):
                 r = lanes.cast(a, e.ty)
                 if r is not None:
                     return r
@@ -705,7 +743,7 @@ class _Run:
             return self.load(e)
         if isinstance(e, ir.VecNew):
             vals = [self.eval(a) for a in e.args]
-            if all(np.ndim(v) == 0 and not isinstance(v, Ramp) for v in vals):
+            if all(np.ndim(v) == 0 and not isinstance(v, (Ramp, Tile)) for v in vals):
                 # The same vector in every lane: a read-only broadcast view, not n copies.
                 one = np.array([vals * e.ty.lanes if len(vals) == 1 else vals], e.ty.np)
                 return np.broadcast_to(one, (self.n, e.ty.lanes))

@@ -49,6 +49,47 @@ class Ramp:
         return (np.arange(self.n, dtype=np.int64) * self.step + self.start).astype(self.dtype)
 
 
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """``start + step * u`` for the units ``u < units`` of each of ``rows`` cubes, side by side
+    (``UNIT_POS_X`` of one-dimensional cubes, ``u * 8 + k``): an access of shared memory through
+    one is a strided view of the cubes' rows, not a gather."""
+
+    start: int
+    step: int
+    units: int
+    rows: int
+    dtype: np.dtype[Any]
+
+    def array(self) -> np.ndarray:
+        """The lane values as an array."""
+        one = (np.arange(self.units, dtype=np.int64) * self.step + self.start).astype(self.dtype)
+        return np.tile(one, self.rows)
+
+    def cut(self, size: int) -> tuple[int, int, slice] | None:
+        """For a positive step: the units ``[lo, hi)`` whose values are in ``[0, size)`` (they are
+        one run) and the slice of a cube's row those address; None for another step."""
+        if self.step <= 0:
+            return None
+        lo = 0 if self.start >= 0 else min(self.units, (self.step - 1 - self.start) // self.step)
+        hi = min(self.units, (size - 1 - self.start) // self.step + 1) if self.start < size else 0
+        if hi <= lo:
+            return lo, lo, slice(0, 0)
+        first = self.start + self.step * lo
+        return lo, hi, slice(first, first + self.step * (hi - lo - 1) + 1, self.step)
+
+
+def make_tile(start: int, step: int, units: int, rows: int, dtype: np.dtype[Any]) -> Any:
+    """A :class:`Tile`, a scalar for step 0, or None when a value leaves the range of ``dtype``."""
+    info = np.iinfo(dtype)
+    last = start + step * (units - 1)
+    if not (info.min <= min(start, last) and max(start, last) <= info.max):
+        return None
+    if step == 0:
+        return dtype.type(start)
+    return Tile(start, step, units, rows, dtype)
+
+
 def make(start: int, step: int, n: int, dtype: np.dtype[Any]) -> Any:
     """A ramp, a scalar for step 0, or None when a lane's value leaves the range of ``dtype``
     (wrapping is left to the array arithmetic)."""
@@ -71,8 +112,8 @@ def as_int(v: Any) -> int | None:
 
 
 def materialize(v: Any) -> Any:
-    """A ramp as an array; any other value unchanged."""
-    return v.array() if isinstance(v, Ramp) else v
+    """A ramp or a tile as an array; any other value unchanged."""
+    return v.array() if isinstance(v, (Ramp, Tile)) else v
 
 
 def binary(op: str, a: Any, b: Any, ty: DType) -> Any:
@@ -80,6 +121,8 @@ def binary(op: str, a: Any, b: Any, ty: DType) -> Any:
     do not cover it."""
     if not ty.is_int or ty.is_vector:
         return None
+    if isinstance(a, Tile) or isinstance(b, Tile):
+        return _tile_binary(op, a, b, ty)
     ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
     if op in _CMP:
         if ra and (s := as_int(b)) is not None:
@@ -105,16 +148,43 @@ def binary(op: str, a: Any, b: Any, ty: DType) -> Any:
     return None
 
 
-def unary(op: str, a: Ramp, ty: DType) -> Any:
-    """``-a`` of a ramp (signed types, in range), else None."""
+def _tile_binary(op: str, a: Any, b: Any, ty: DType) -> Any:
+    """``a op b`` with a tile operand (``+``, ``-``, ``*`` with an integer, ``+``/``-`` of two
+    tiles of the same shape), else None (comparisons included: they are arrays)."""
+    dt = ty.np
+    ta, tb = isinstance(a, Tile), isinstance(b, Tile)
+    if ta and tb:
+        if op in ("+", "-") and (a.units, a.rows) == (b.units, b.rows):
+            sign = 1 if op == "+" else -1
+            return make_tile(a.start + sign * b.start, a.step + sign * b.step, a.units, a.rows, dt)
+        return None
+    t, s = (a, as_int(b)) if ta else (b, as_int(a))
+    if s is None or not isinstance(t, Tile):
+        return None
+    if op == "+":
+        return make_tile(t.start + s, t.step, t.units, t.rows, dt)
+    if op == "*":
+        return make_tile(t.start * s, t.step * s, t.units, t.rows, dt)
+    if op == "-":
+        return make_tile(t.start - s, t.step, t.units, t.rows, dt) if ta else \
+            make_tile(s - t.start, -t.step, t.units, t.rows, dt)
+    return None
+
+
+def unary(op: str, a: Ramp | Tile, ty: DType) -> Any:
+    """``-a`` of a ramp or a tile (signed types, in range), else None."""
     if op == "-" and ty.is_int:
+        if isinstance(a, Tile):
+            return make_tile(-a.start, -a.step, a.units, a.rows, ty.np)
         return make(-a.start, -a.step, a.n, ty.np)
     return None
 
 
-def cast(a: Ramp, ty: DType) -> Any:
-    """A ramp converted to another integer type where every lane fits, else None."""
+def cast(a: Ramp | Tile, ty: DType) -> Any:
+    """A ramp or a tile converted to another integer type where every lane fits, else None."""
     if ty.is_int and not ty.is_vector:
+        if isinstance(a, Tile):
+            return make_tile(a.start, a.step, a.units, a.rows, ty.np)
         return make(a.start, a.step, a.n, ty.np)
     return None
 
@@ -172,7 +242,8 @@ def span(op: str, a: Any, b: Any) -> tuple[int, int] | None:
 def position(name: str, count: tuple[int, int, int], dims: tuple[int, int, int], c0: int, c1: int) -> Any:
     """The per-axis position builtin ``name`` for the lanes of cubes ``c0 <= c < c1`` (units
     fastest, x fastest): a scalar where it does not vary, a ramp for ``ABSOLUTE_POS_X`` of
-    one-dimensional cubes within one row of the grid, else a u32 array."""
+    one-dimensional cubes within one row of the grid, a tile for their ``UNIT_POS_X``, else a u32
+    array."""
     base, axis = name.rsplit("_", 1)
     a = "XYZ".index(axis)
     u32 = np.dtype(np.uint32)
@@ -183,6 +254,8 @@ def position(name: str, count: tuple[int, int, int], dims: tuple[int, int, int],
     if (base == "ABSOLUTE_POS" and a == 0 and units == dims[0]
             and c0 // count[0] == (c1 - 1) // count[0]):
         return make((c0 % count[0]) * dims[0], 1, ncubes * units, u32)
+    if base == "UNIT_POS" and a == 0 and units == dims[0] and units > 1:
+        return Tile(0, 1, units, ncubes, u32)
     unit: Any = u32.type(0)
     cube: Any = u32.type(0)
     if base != "CUBE_POS" and dims[a] > 1:

@@ -93,3 +93,19 @@ def keep_loaded(x: Array[f32], y: Array[f32]) -> None:
 def splat(v4: Array[cl.Vec[u32, 4]], a: u32, b: u32, c: u32, d: u32) -> None:
     """One vector stored by every unit (a broadcast row: the interpreter fills it)."""
     v4[cl.ABSOLUTE_POS_X] = cl.Vec[u32, 4](a, b, c, d)
+
+
+@cl.kernel
+def tiles(x: Array[f32], y: Array[f32]) -> None:
+    """Shared memory through ``UNIT_POS_X``-affine indices: whole rows, strided, reversed (a
+    negative step), partly out of bounds, under a mask, and read back after a barrier."""
+    buf = cl.shared(f32, 80)
+    u = cl.UNIT_POS_X
+    i = cl.ABSOLUTE_POS_X
+    buf[u] = x[i]
+    buf[2 * u + 16] = x[i] * 2.0
+    if u % 3 == 0:
+        buf[u + 48] = x[i] + 7.0
+    buf[u + 60] = 1.5  # units 20.. are out of bounds: dropped
+    cl.sync_cube()
+    y[i] = buf[u] + buf[31 - u] + buf[u * 2 + 1] + buf[u + 48] + buf[u + 70]

@@ -129,3 +129,24 @@ def test_a_repeated_vector_store_writes_every_row_bit_for_bit(words: tuple[int, 
     spec = splat.specialize_for("python", None, 32, False, {})
     spec.source(Launch((3, 1, 1), (32, 1, 1)), out, *(np.uint32(w) for w in words))
     np.testing.assert_array_equal(out, np.tile(np.array(words, np.uint32), (96, 1)))
+
+
+def test_shared_memory_through_tiles_matches_gathers(monkeypatch: Any) -> None:
+    # UNIT_POS_X is a Tile (per-cube ramp): shared accesses through it are strided views; with it
+    # materialized, the same kernel runs through gathers and scatters.
+    from cubeplug.lang import lanes
+    from tests.lang.batched_kernels import tiles
+
+    def run() -> np.ndarray:
+        x = np.random.default_rng(5).uniform(-1, 1, 32 * 9).astype(np.float32)
+        y = np.zeros_like(x)
+        spec = tiles.specialize_for("python", None, 32, True, {})
+        hidden = [np.uint32(len(x) if h.array == "x" else len(y)) for h in spec.ir.hidden]
+        spec.source(Launch((9, 1, 1), (32, 1, 1)), x, y, *hidden)
+        return y
+
+    fast = run()
+    position = lanes.position
+    monkeypatch.setattr(lanes, "position", lambda *a: lanes.materialize(position(*a)))
+    np.testing.assert_array_equal(fast, run())
+    assert isinstance(position("UNIT_POS_X", (9, 1, 1), (32, 1, 1), 0, 9), lanes.Tile)
