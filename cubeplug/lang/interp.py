@@ -21,14 +21,13 @@ fast path gives the general path's result (``tests/lang/test_interp.py`` compare
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cubeplug.lang import ir, lanes, semantics
 from cubeplug.lang.errors import BarrierDivergenceError
+from cubeplug.lang.interp_plan import Plan, has_barrier
 from cubeplug.lang.lanes import Ramp, Tile
 from cubeplug.lang.types import DType
 
@@ -61,8 +60,8 @@ class Interpreter:
         self.k = k
         self.names = (*k.order, *k.hidden_names)
         self.__name__ = k.name
-        self.flat = not _has_barrier(k.body) and all(d.space != "shared" for d in k.decls)
-        self.plan = _Plan(k)
+        self.flat = not has_barrier(k.body) and all(d.space != "shared" for d in k.decls)
+        self.plan = Plan(k)
 
     def __call__(self, launch: Any, *params: Any) -> None:
         values = dict(zip(self.names, params))
@@ -97,101 +96,11 @@ def _fits(v: Any, out: np.ndarray, dt: np.dtype[Any]) -> bool:
     return np.shape(v) in ((), out.shape) and getattr(v, "dtype", None) == dt
 
 
-def _has_barrier(b: ir.Block) -> bool:
-    return any(isinstance(s, ir.Barrier) or any(_has_barrier(c) for c in ir.children(s)) for s in b.stmts)
-
-
-def _escapes(b: ir.Block, loop: bool) -> bool:
-    """True when ``b`` holds a barrier, a return, or (outside a loop of its own, ``loop`` False) a
-    break or continue: what a subset of the lanes cannot run alone."""
-    for s in b.stmts:
-        if isinstance(s, (ir.Barrier, ir.Return)) or (not loop and isinstance(s, (ir.Break, ir.Continue))):
-            return True
-        inner = loop or isinstance(s, (ir.RangeFor, ir.While))
-        if any(_escapes(c, inner) for c in ir.children(s)):
-            return True
-    return False
-
-
-def _flow(s: ir.Stmt) -> bool:
-    """True when running ``s`` may clear lanes of the enclosing block (break, continue, return)."""
-    if isinstance(s, (ir.Break, ir.Continue, ir.Return)):
-        return True
-    return any(_flow(t) for c in ir.children(s) for t in c.stmts)
-
-
-def _assigns(s: ir.Stmt) -> tuple[str, ...]:
-    """The locals ``s`` itself assigns."""
-    if isinstance(s, ir.Assign):
-        return (s.name,)
-    if isinstance(s, ir.RangeFor):
-        return (s.var,)
-    if isinstance(s, ir.Atomic) and s.out:
-        return (s.out,)
-    return ()
-
-
-def _reads(stmts: tuple[ir.Stmt, ...]) -> Counter[str]:
-    """How many times ``stmts`` (nested ones included) read each local (a for loop reads its
-    variable)."""
-    out: Counter[str] = Counter()
-    for s in stmts:
-        exprs: list[ir.Expr | None] = []
-        if isinstance(s, ir.Assign):
-            exprs = [s.value]
-        elif isinstance(s, ir.Store):
-            exprs = [s.index, s.value, s.guard]
-        elif isinstance(s, ir.Atomic):
-            exprs = [s.index, *s.args, s.guard]
-        elif isinstance(s, ir.If):
-            exprs = [s.cond]
-        elif isinstance(s, ir.RangeFor):
-            exprs = [s.start, s.stop, s.step]
-            out[s.var] += 1
-        elif isinstance(s, ir.While):
-            exprs = [s.cond]
-        for e in exprs:
-            if e is not None:
-                _expr_reads(e, out)
-        for c in ir.children(s):
-            out.update(_reads(c.stmts))
-    return out
-
-
-def _expr_reads(e: ir.Expr, out: Counter[str]) -> None:
-    if isinstance(e, ir.Var):
-        if e.kind == "local":
-            out[e.name] += 1
-        return
-    for child in (getattr(e, f, None) for f in ("a", "b", "cond", "index", "guard", "v")):
-        if isinstance(child, ir.Expr):
-            _expr_reads(child, out)
-    for child in getattr(e, "args", ()):
-        _expr_reads(child, out)
-
-
-def _walk(b: ir.Block) -> list[ir.Stmt]:
-    """Every statement of ``b``, nested ones included."""
-    return [t for s in b.stmts for t in (s, *(u for c in ir.children(s) for u in _walk(c)))]
-
-
 def _or(lanes_: np.ndarray | None, m: Mask, n: int) -> np.ndarray:
     """The lanes of ``lanes_`` (None: none) and of ``m`` (None: every lane), as a new array."""
     if m is None:
         return np.ones(n, bool)
     return m.copy() if lanes_ is None else lanes_ | m
-
-
-def _take(v: Any, idx: np.ndarray | slice) -> Any:
-    """The lanes ``idx`` of a lane value (a scalar stays one; a ramp is computed at them only, and
-    stays a ramp on a slice of lanes; an array on a slice is a view)."""
-    if isinstance(v, Ramp):
-        if isinstance(idx, slice):
-            return lanes.make(v.start + v.step * idx.start, v.step, idx.stop - idx.start, v.dtype)
-        return (idx.astype(np.int64) * v.step + v.start).astype(v.dtype)
-    if isinstance(v, Tile):
-        return v.array()[idx]
-    return v[idx] if isinstance(v, np.ndarray) and v.ndim else v
 
 
 def _and(*masks: Mask) -> Mask:
@@ -214,55 +123,11 @@ def _own(v: Any, written: list[np.ndarray] | None = None) -> Any:
     return v.copy()
 
 
-@dataclass(frozen=True, slots=True)
-class _Alone:
-    """How a block runs on a subset of the lanes: whether it may (:func:`_escapes`), the locals it
-    reads or assigns (gathered), and those of them read after it (written back)."""
-
-    ok: bool
-    need: frozenset[str]
-    keep: frozenset[str]
-
-
-class _Plan:
-    """What the interpreter works out once per kernel about its statements."""
-
-    def __init__(self, k: ir.KernelIR) -> None:
-        #: The statements (by id) after which a block computes its live lanes again.
-        self.flows = frozenset(id(s) for s in _walk(k.body) if _flow(s))
-        self.reads = _reads(k.body.stmts)
-        self.looped: set[int] = set()  # blocks (by id) inside a loop
-        self._mark(k.body, False)
-        self._alone: dict[int, _Alone] = {}
-
-    def _mark(self, b: ir.Block, looped: bool) -> None:
-        if looped:
-            self.looped.add(id(b))
-        for s in b.stmts:
-            for c in ir.children(s):
-                self._mark(c, looped or isinstance(s, (ir.RangeFor, ir.While)))
-
-    def alone(self, b: ir.Block) -> _Alone:
-        """How ``b`` runs on a subset of the lanes. A local that ``b`` assigns is written back to
-        the batch's lanes only when something outside ``b`` reads it, or ``b`` is in a loop (a
-        later pass of ``b`` reads it): the std raking folds assign dozens of unrolled locals that
-        die in the block (reduce_sum 1M f32 ``tree``: 64 copies of 65536 lanes per cube batch)."""
-        got = self._alone.get(id(b))
-        if got is None:
-            inside = _reads(b.stmts)
-            assigned = {n for s in _walk(b) for n in _assigns(s)}
-            outside = {n for n, c in self.reads.items() if c > inside.get(n, 0)}
-            keep = assigned & (outside | set(inside) if id(b) in self.looped else outside)
-            got = self._alone[id(b)] = _Alone(not _escapes(b, False), frozenset(set(inside) | assigned),
-                                              frozenset(keep))
-        return got
-
-
 class _Run:
     """One batch of whole cubes run in lockstep."""
 
     def __init__(self, k: ir.KernelIR, values: dict[str, Any], count: tuple[int, int, int],
-                 dims: tuple[int, int, int], c0: int, c1: int, plan: _Plan) -> None:
+                 dims: tuple[int, int, int], c0: int, c1: int, plan: Plan) -> None:
         self.k = k
         self.plan = plan
         self.count, self.dims, self.c0, self.c1 = count, dims, c0, c1
@@ -357,7 +222,7 @@ class _Run:
         sub.outer = (self, idx)
         plan = self.plan.alone(b)
         env = self.env
-        taken_env = {name: _take(env[name], idx) for name in plan.need}
+        taken_env = {name: lanes.take(env[name], idx) for name in plan.need}
         sub.env = dict(taken_env)
         sub.block(b, None)
         for name in plan.keep:
@@ -526,7 +391,7 @@ class _Run:
             val = lanes.materialize(val)
             src = val if np.ndim(val) == 0 else self.full(val)[:k]
             if sel is None:
-                _assign(dst, src)
+                lanes.fill_rows(dst, src)
             else:
                 np.copyto(dst, src, where=_rows(sel[:k], dst), casting="unsafe")
             return
@@ -597,7 +462,7 @@ class _Run:
         if v is None:
             if self.outer is not None:
                 run, idx = self.outer
-                v = self.builtins[name] = _take(run.builtin(name), idx)
+                v = self.builtins[name] = lanes.take(run.builtin(name), idx)
             else:
                 v = self.builtins[name] = lanes.position(name, self.count, self.dims, self.c0, self.c1)
         return v
@@ -697,7 +562,7 @@ class _Run:
             if r is not None:
                 return r
             a, b = lanes.materialize(a), lanes.materialize(b)
-        a, b = _splat(a, b), _splat(b, a)
+        a, b = lanes.splat(a, b), lanes.splat(b, a)
         ufunc = _IN_PLACE.get(e.op)
         if ufunc is not None:
             dt = e.ty.np
@@ -754,40 +619,6 @@ class _Run:
         if isinstance(e, ir.VecGet):
             return self.full(self.eval(e.v))[:, e.lane]
         raise TypeError(e)  # pragma: no cover
-
-
-def _splat(v: Any, other: Any) -> Any:
-    """``v``, or its one lane value as a scalar when ``v`` is a vector with the same value in every
-    lane and every element (a broadcast ``Vec(a)``, ``a * v``) and ``other`` is a vector array
-    that gives the result its shape. numpy loops over the 4-element rows of a broadcast operand
-    (axpy 1M f32, ``a * x4[i]``: 3.1 ms; with the scalar: 0.3 ms). Compared bit for bit: -0.0 and
-    0.0 stay apart."""
-    if not (isinstance(v, np.ndarray) and v.ndim == 2 and v.strides[0] == 0 and isinstance(other, np.ndarray)
-            and other.ndim == 2 and other.strides[0] != 0):
-        return v
-    bits = v[0].view(f"u{v.itemsize}")
-    return v[0, 0] if (bits == bits[0]).all() else v
-
-
-def _assign(dst: np.ndarray, src: Any) -> None:
-    """``dst[...] = src``. A vector (a row) repeated in every lane, as a broadcast, is a fill of
-    the widest unsigned word that repeats in the row's bytes (bit for bit), else copied by doubling
-    the rows already written: numpy's broadcast copy loops over 4-element rows (fill 1M f32
-    through ``Vec[u32, 4]``: 3 ms; doubling 0.34 ms; a u64 fill 0.2 ms, numpy's own fill 0.18 ms)."""
-    if not (np.ndim(src) == 2 and src.strides[0] == 0 and dst.flags.c_contiguous and len(dst) > 1):
-        dst[...] = src
-        return
-    raw = np.ascontiguousarray(src[0], dst.dtype).tobytes()
-    for width in (8, 4, 2, 1):
-        if len(raw) % width == 0 and raw == raw[:width] * (len(raw) // width):
-            dst.reshape(-1).view(np.uint8).view(f"u{width}").fill(np.frombuffer(raw[:width], f"u{width}")[0])
-            return
-    dst[0] = src[0]
-    done = 1
-    while done < len(dst):
-        step = min(done, len(dst) - done)
-        dst[done:done + step] = dst[:step]
-        done += step
 
 
 def _shape(n: int, ty: DType) -> tuple[int, ...]:
