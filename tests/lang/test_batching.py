@@ -64,3 +64,34 @@ def test_ramp_leaves_its_type_range_as_an_array() -> None:
     assert lanes.unary("-", r, u32) is None
     assert lanes.cast(r, i32) == lanes.Ramp(0, 1, 10, i32.np)
     assert lanes.binary("*", r, np.uint32(0), u32) == np.uint32(0)
+
+
+def test_ramp_span_is_where_the_comparison_holds() -> None:
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        step = int(rng.choice([-3, -1, 1, 2, 5]))
+        r = lanes.make(int(rng.integers(-50, 50)), step, int(rng.integers(1, 40)), i32.np)
+        s = int(rng.integers(-80, 80))
+        for op in lanes.ORDERED:
+            got = lanes.span(op, r, i32.np.type(s))
+            assert got is not None
+            holds = np.flatnonzero(lanes.compare(op, r, s))
+            assert got == ((holds[0], holds[-1] + 1) if len(holds) else (got[0], got[0])), (r, op, s)
+            assert got[1] - got[0] == len(holds)
+
+
+def test_tile_cut_is_the_units_in_bounds() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(2000):
+        start, step = int(rng.integers(-40, 40)), int(rng.integers(1, 5))
+        units, size = int(rng.integers(1, 20)), int(rng.integers(1, 40))
+        t = lanes.Tile(start, step, units, 2, np.dtype(np.int64))
+        values = start + step * np.arange(units)
+        inside = np.flatnonzero((values >= 0) & (values < size))
+        cut = t.cut(size)
+        assert cut is not None
+        lo, hi, sl = cut
+        assert hi - lo == len(inside) and (not len(inside) or (lo, hi - 1) == (inside[0], inside[-1]))
+        assert list(range(size)[sl]) == list(values[lo:hi])
+        np.testing.assert_array_equal(t.array(), np.tile(values, 2))
+    assert lanes.Tile(5, -1, 4, 1, np.dtype(np.int64)).cut(10) is None  # reversed: gathers

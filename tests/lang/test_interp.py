@@ -80,3 +80,73 @@ def test_ir_text_golden() -> None:
     )
     unchecked = axpy.ir(256, checked=False)
     assert "len_x" not in unchecked and "y[i] = (y[i] + (%a * x[i]))" in unchecked
+
+
+def run_sparse(count: int) -> list[np.ndarray]:
+    from tests.lang.batched_kernels import sparse
+
+    rng = np.random.default_rng(3)
+    n = 32 * count
+    arrays = [rng.uniform(-1, 2, n).astype(np.float32), np.zeros(n, np.float32), np.zeros((n, 4), np.float32),
+              np.zeros(4, np.uint32), np.zeros(n, np.float32)]
+    spec = sparse.specialize_for("python", None, 32, True, {})
+    hidden = [np.uint32(len(arrays[[p.name for p in spec.ir.arrays].index(h.array)])) for h in spec.ir.hidden]
+    spec.source(Launch((count, 1, 1), (32, 1, 1)), *arrays, *hidden)
+    return arrays
+
+
+@pytest.mark.parametrize("compact", [0.25, 1.0])
+def test_branches_on_few_lanes_match_every_lane(monkeypatch: Any, compact: float) -> None:
+    monkeypatch.setattr(interp, "COMPACT", 0.0)  # the general path: masked statements over every lane
+    want = run_sparse(7)
+    monkeypatch.setattr(interp, "COMPACT", compact)
+    for got, expected in zip(run_sparse(7), want):
+        np.testing.assert_array_equal(got, expected)
+    assert want[3].sum() == 7 * 2 and (want[1] != 0).sum() > 7  # the branches ran
+    # unit 31 took the branch in all three passes of its loop, each adding to what the last left
+    np.testing.assert_allclose(want[4][31::32], want[0].reshape(7, 32)[:, :3].sum(axis=1) + 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("aliased", [False, True])
+def test_a_loaded_local_keeps_its_value_when_memory_changes(aliased: bool) -> None:
+    # The interpreter keeps views of loaded arrays in locals when nothing the kernel writes
+    # overlaps them; y bound to x's memory must make it copy.
+    from tests.lang.batched_kernels import keep_loaded
+
+    x = np.arange(64, dtype=np.float32)
+    y = x if aliased else np.zeros(64, np.float32)
+    spec = keep_loaded.specialize_for("python", None, 32, False, {})
+    spec.source(Launch((2, 1, 1), (32, 1, 1)), x, y)
+    np.testing.assert_array_equal(y, 2 * np.arange(64, dtype=np.float32) + 1)
+
+
+@pytest.mark.parametrize("words", [(1, 2, 3, 4), (7, 7, 7, 7), (1, 2, 1, 2), (0x7FC00001, 0, 0x7FC00001, 0),
+                                   (0xFFFF0001, 0xFFFF0001, 0xFFFF0001, 0xFFFF0001)])
+def test_a_repeated_vector_store_writes_every_row_bit_for_bit(words: tuple[int, ...]) -> None:
+    from tests.lang.batched_kernels import splat
+
+    out = np.zeros((96, 4), np.uint32)
+    spec = splat.specialize_for("python", None, 32, False, {})
+    spec.source(Launch((3, 1, 1), (32, 1, 1)), out, *(np.uint32(w) for w in words))
+    np.testing.assert_array_equal(out, np.tile(np.array(words, np.uint32), (96, 1)))
+
+
+def test_shared_memory_through_tiles_matches_gathers(monkeypatch: Any) -> None:
+    # UNIT_POS_X is a Tile (per-cube ramp): shared accesses through it are strided views; with it
+    # materialized, the same kernel runs through gathers and scatters.
+    from cubeplug.lang import lanes
+    from tests.lang.batched_kernels import tiles
+
+    def run() -> np.ndarray:
+        x = np.random.default_rng(5).uniform(-1, 1, 32 * 9).astype(np.float32)
+        y = np.zeros_like(x)
+        spec = tiles.specialize_for("python", None, 32, True, {})
+        hidden = [np.uint32(len(x) if h.array == "x" else len(y)) for h in spec.ir.hidden]
+        spec.source(Launch((9, 1, 1), (32, 1, 1)), x, y, *hidden)
+        return y
+
+    fast = run()
+    position = lanes.position
+    monkeypatch.setattr(lanes, "position", lambda *a: lanes.materialize(position(*a)))
+    np.testing.assert_array_equal(fast, run())
+    assert isinstance(position("UNIT_POS_X", (9, 1, 1), (32, 1, 1), 0, 9), lanes.Tile)

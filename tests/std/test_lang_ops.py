@@ -80,7 +80,8 @@ def test_every_reduce_candidate_is_correct(client: Any, op: str) -> None:
         if t.can_run(client, key):
             assert client.to_numpy(t.fn(client, h, 70001), "i32")[0] == _host(op, x), t.name
     assert {"tree", "tree_x16", "tree_x16_ilp4", "resident_ilp4"} <= set(ran)
-    assert ("atomic_x16_ilp4" in ran) == (op != "prod" and bool(client.capabilities.atomics))
+    atomics = op != "prod" and bool(client.capabilities.atomics)
+    assert ("atomic_x16_ilp4" in ran) == atomics and ("atomic_x16_ilp1" in ran) == atomics
 
 
 def test_reduce_of_empty_inputs_and_of_views(client: Any) -> None:
