@@ -375,7 +375,7 @@ class _Run:
         if s.lane is not None:  # one lane of a vector element (a lane out of the vector: dropped)
             arr, addr, ok = self.address(s.array, self.eval(s.index), s.guard)
             lane = self.full(self.eval(s.lane)).astype(np.int64)
-            sel = ok & (lane >= 0) & (lane < arr.shape[-1]) & (True if m is None else m)
+            sel = _and(ok, (lane >= 0) & (lane < arr.shape[-1]), m)  # ok and m: None for every lane
             arr[addr[sel], lane[sel]] = self.full(self.eval(s.value))[sel]
             return
         arr, base, size = self.mem[s.array]
