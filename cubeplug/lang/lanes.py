@@ -82,27 +82,26 @@ class Tile:
         return lo, hi, slice(first, first + self.step * (hi - lo - 1) + 1, self.step)
 
 
+def _fits(start: int, step: int, n: int, dtype: np.dtype[Any]) -> bool:
+    """Whether the ``n`` values ``start + step * i`` are all in the range of ``dtype``."""
+    info = np.iinfo(dtype)
+    last = start + step * (n - 1)
+    return bool(info.min <= min(start, last) and max(start, last) <= info.max)
+
+
 def make_tile(start: int, step: int, units: int, rows: int, dtype: np.dtype[Any]) -> Any:
     """A :class:`Tile`, a scalar for step 0, or None when a value leaves the range of ``dtype``."""
-    info = np.iinfo(dtype)
-    last = start + step * (units - 1)
-    if not (info.min <= min(start, last) and max(start, last) <= info.max):
+    if not _fits(start, step, units, dtype):
         return None
-    if step == 0:
-        return dtype.type(start)
-    return Tile(start, step, units, rows, dtype)
+    return dtype.type(start) if step == 0 else Tile(start, step, units, rows, dtype)
 
 
 def make(start: int, step: int, n: int, dtype: np.dtype[Any]) -> Any:
     """A ramp, a scalar for step 0, or None when a lane's value leaves the range of ``dtype``
     (wrapping is left to the array arithmetic)."""
-    info = np.iinfo(dtype)
-    last = start + step * (n - 1)
-    if not (info.min <= min(start, last) and max(start, last) <= info.max):
+    if not _fits(start, step, n, dtype):
         return None
-    if step == 0:
-        return dtype.type(start)
-    return Ramp(start, step, n, dtype)
+    return dtype.type(start) if step == 0 else Ramp(start, step, n, dtype)
 
 
 def as_int(v: Any) -> int | None:

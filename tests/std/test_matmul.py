@@ -18,6 +18,7 @@ from cubeplug.std.matmul import (
     REG_8X8_VEC,
     REG_8X8_VEC_DB,
     REG_8X8_VEC_DB16,
+    REG_8X16_VEC_DB16,
     VECTOR_DTYPES,
     host_matmul,
     reg,
@@ -63,16 +64,22 @@ def _cheap(client: Any, m: int, n: int, k: int) -> bool:
     return client.backend != "cpu" or m * n * k <= 40_000
 
 
-@pytest.mark.parametrize("name", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_every_candidate_in_every_dtype(client: Any, name: str, shape: tuple[int, int, int]) -> None:
-    dt = _dtype(client, name)
+def _operands(client: Any, name: str, shape: tuple[int, int, int]) -> tuple[Any, Any, Any, Any, Any]:
+    """Random ``a``, ``b`` of ``name`` for ``shape``, their handles and the tuning key (a skip where
+    the interpreter would take too long)."""
     m, n, k = shape
     if not _cheap(client, m, n, k):
         pytest.skip("too slow for the CPU interpreter; the GPU backends and PoCL run it")
-    a, b = _ab(dt, m, n, k)
+    a, b = _ab(_dtype(client, name), m, n, k)
     ha, hb = client.create(a), client.create(b)
-    key = MATMUL.key(client, "full", ha, hb, m, n, k, None, name)
+    return a, b, ha, hb, MATMUL.key(client, "full", ha, hb, m, n, k, None, name)
+
+
+@pytest.mark.parametrize("name", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_candidate_in_every_dtype(client: Any, name: str, shape: tuple[int, int, int]) -> None:
+    m, n, k = shape
+    a, b, ha, hb, key = _operands(client, name, shape)
     ran = []
     for tunable in MATMUL.tunables:
         if tunable.can_run(client, key):
@@ -80,7 +87,7 @@ def test_every_candidate_in_every_dtype(client: Any, name: str, shape: tuple[int
             _check(got, a, b, f"{tunable.name} {name} {shape}")
             ran.append(tunable.name)
     vec = name in VECTOR_DTYPES and k % 4 == 0 and n % 4 == 0
-    acc = 4 if name == "f16" else dt.itemsize
+    acc = 4 if name == "f16" else a.dtype.itemsize
     fits = {t for t, plan in PLANS.items() if plan.shared * acc <= client.capabilities.max_shared_bytes}
     assert set(ran) == {t for t in fits if vec or not PLANS[t].vec}, ran
     assert {"naive", "tiled_8", "tiled_16", "tiled_32", "reg_4x4", "reg_8x8"} <= set(ran)
@@ -183,20 +190,16 @@ OTHER_STAGINGS = {
     **{f"reg_4x4_vec {s}": reg(dataclasses.replace(REG_4X4_VEC, stage_a=s)) for s in ("scalar", "squares")},
     "reg_8x8_vec squares": reg(dataclasses.replace(REG_8X8_VEC, stage_a="squares")),
     "reg_8x8_vec_db lanes": reg(dataclasses.replace(REG_8X8_VEC_DB, stage_a="lanes")),
-    "reg_8x8_vec_db16 lanes": reg(dataclasses.replace(REG_8X8_VEC_DB16, stage_a="lanes")),
+    "reg_8x8_vec_db16 squares": reg(dataclasses.replace(REG_8X8_VEC_DB16, stage_a="squares")),
+    "reg_8x16_vec_db16 squares": reg(dataclasses.replace(REG_8X16_VEC_DB16, stage_a="squares")),
 }
 
 
 @pytest.mark.parametrize("name", ("f32", "i32"))
 @pytest.mark.parametrize("shape", ((33, 132, 8), (70, 68, 36)), ids=lambda s: "x".join(map(str, s)))
 def test_other_stagings_are_exact(client: Any, name: str, shape: tuple[int, int, int]) -> None:
-    dt = _dtype(client, name)
     m, n, k = shape
-    if not _cheap(client, m, n, k):
-        pytest.skip("too slow for the CPU interpreter; the GPU backends and PoCL run it")
-    a, b = _ab(dt, m, n, k)
-    ha, hb = client.create(a), client.create(b)
-    key = MATMUL.key(client, "full", ha, hb, m, n, k, None, name)
+    a, b, ha, hb, key = _operands(client, name, shape)
     ran = []
     for what, plan in OTHER_STAGINGS.items():
         if plan.fits(client, key):
