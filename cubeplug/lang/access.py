@@ -72,7 +72,8 @@ def store_lane(
     write, as an index out of the array does)."""
     if not arr.elem.is_vector:
         raise KernelTypeError(f"{arr.name!r} holds {arr.elem} scalars, which have no lanes; assign "
-                              f"{arr.name}[i] = value", loc, "lane", kernel=lw.name)
+                              f"{arr.name}[i] = value (an element of a tensor: {arr.name}[i, j] = value)",
+                              loc, "lane", kernel=lw.name)
     lanes = arr.elem.lanes
     e = infer.to_expr(v, loc, "lane store", arr.elem.scalar) if not is_expr(v) else v
     if e.ty != arr.elem.scalar:

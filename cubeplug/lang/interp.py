@@ -321,7 +321,8 @@ class _Run:
         if m is None:
             # A ramp start (a grid-stride loop from ABSOLUTE_POS_X) stays a ramp while every lane
             # steps on together, so the body's accesses through it are slices.
-            self.env[s.var] = start if isinstance(start, Ramp) else self.full(start)
+            # A start loaded through a ramp is a view of memory the body may store to: own it.
+            self.env[s.var] = start if isinstance(start, Ramp) else _own(self.full(start), self.written)
         else:
             self.env[s.var] = np.where(m, self.full(start), self.full(self.env[s.var])).astype(ty.np)
         down = isinstance(s.step, ir.Const) and s.step.value < 0

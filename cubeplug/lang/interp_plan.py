@@ -5,8 +5,10 @@ block's live lanes can change, and whether and how a block runs on a subset of t
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from cubeplug.lang import ir
 
@@ -50,38 +52,29 @@ def _reads(stmts: tuple[ir.Stmt, ...]) -> Counter[str]:
     variable)."""
     out: Counter[str] = Counter()
     for s in stmts:
-        exprs: list[ir.Expr | None] = []
-        if isinstance(s, ir.Assign):
-            exprs = [s.value]
-        elif isinstance(s, ir.Store):
-            exprs = [s.index, s.value, s.guard]
-        elif isinstance(s, ir.Atomic):
-            exprs = [s.index, *s.args, s.guard]
-        elif isinstance(s, ir.If):
-            exprs = [s.cond]
-        elif isinstance(s, ir.RangeFor):
-            exprs = [s.start, s.stop, s.step]
+        _local_reads(s, out)
+        if isinstance(s, ir.RangeFor):
             out[s.var] += 1
-        elif isinstance(s, ir.While):
-            exprs = [s.cond]
-        for e in exprs:
-            if e is not None:
-                _expr_reads(e, out)
         for c in ir.children(s):
             out.update(_reads(c.stmts))
     return out
 
 
-def _expr_reads(e: ir.Expr, out: Counter[str]) -> None:
-    if isinstance(e, ir.Var):
-        if e.kind == "local":
-            out[e.name] += 1
+def _local_reads(node: Any, out: Counter[str]) -> None:
+    """Count the locals read by ``node``'s own expressions, field by field (a field added to a
+    statement later is read too; nested blocks are :func:`_reads`' to walk)."""
+    if isinstance(node, ir.Block):
         return
-    for child in (getattr(e, f, None) for f in ("a", "b", "cond", "index", "guard", "v")):
-        if isinstance(child, ir.Expr):
-            _expr_reads(child, out)
-    for child in getattr(e, "args", ()):
-        _expr_reads(child, out)
+    if isinstance(node, ir.Var):
+        if node.kind == "local":
+            out[node.name] += 1
+        return
+    if isinstance(node, tuple):
+        for item in node:
+            _local_reads(item, out)
+    elif isinstance(node, (ir.Stmt, ir.Expr)):
+        for f in dataclasses.fields(node):
+            _local_reads(getattr(node, f.name), out)
 
 
 def _walk(b: ir.Block) -> list[ir.Stmt]:

@@ -48,7 +48,7 @@ def block_totals(
     if blk < blocks:
         base = blk * BLOCK
         acc = ident
-        if base + BLOCK <= n:  # a whole block: loads with no test between them stay in flight together
+        if n - base >= BLOCK:  # a whole block (base < n; base + BLOCK could wrap past 2^32)
             vals = cl.local(T, PER_UNIT)
             for k in cl.unroll(range(PER_UNIT)):
                 vals[k] = x[base + k * CUBE + u]
@@ -77,7 +77,7 @@ def scan_block(
     u = cl.UNIT_POS_X
     if blk < blocks:
         base = blk * BLOCK
-        if base + BLOCK <= n:
+        if n - base >= BLOCK:
             for k in cl.unroll(range(PER_UNIT)):
                 tile[k * CUBE + u] = x[base + k * CUBE + u]
         else:

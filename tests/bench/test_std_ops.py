@@ -13,6 +13,7 @@ from cubeplug.bench import std_ops
 from cubeplug.bench.report import std_lines
 from cubeplug.bench.std_cases import OPS, Case, Inputs, cases
 from cubeplug.bench.suite import BackendBench, plan_for
+from tests.std.conftest import make_client, skip_reason
 
 
 def test_sizes_follow_the_device_and_its_largest_buffer() -> None:
@@ -111,9 +112,10 @@ def test_a_device_time_compares_with_cuda_only_when_cuda_was_timed_on_the_device
 
 
 def test_a_backend_timed_on_the_host_also_reports_its_device_time() -> None:
-    import cubeplug
-
-    client = cubeplug.client("webgpu")
+    reason = skip_reason("webgpu")
+    if reason is not None:
+        pytest.skip(reason)
+    client = make_client("webgpu")
     try:
         if not client.capabilities.device_timing:
             pytest.skip(f"{client.device.name} has no timestamp queries")

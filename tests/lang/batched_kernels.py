@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cubeplug import lang as cl
-from cubeplug.lang import Array, Atomic, f32, i32, u32
+from cubeplug.lang import Array, Atomic, Vec, f32, i32, u32
 
 
 @cl.kernel
@@ -109,3 +109,27 @@ def tiles(x: Array[f32], y: Array[f32]) -> None:
     buf[u + 60] = 1.5  # units 20.. are out of bounds: dropped
     cl.sync_cube()
     y[i] = buf[u] + buf[31 - u] + buf[u * 2 + 1] + buf[u + 48] + buf[u + 70]
+
+
+@cl.kernel
+def lane_from_a_branch(x: Array[f32], out: Array[Vec[f32, 4]], k: u32):
+    """``j`` read only as the lane of a lane store: computed before a branch of few lanes (which
+    must gather it), or assigned in one (which must write it back)."""
+    i = cl.ABSOLUTE_POS_X
+    j = (i + k) % 4
+    if i % 8 == 0:
+        out[i][j] = x[i]
+    m = u32(0)
+    if i % 8 == 1:
+        m = u32(2)
+    if i % 8 != 0:
+        out[i][m] = x[i]
+
+
+@cl.kernel
+def loop_from_memory(idx: Array[u32], y: Array[f32]):
+    """A loop starting at a loaded value, whose body stores where it was loaded from."""
+    i = cl.ABSOLUTE_POS_X
+    for j in range(idx[i], idx[i] + 1):
+        idx[i] = u32(100)
+        y[i] = f32(j)

@@ -107,6 +107,39 @@ def test_branches_on_few_lanes_match_every_lane(monkeypatch: Any, compact: float
     np.testing.assert_allclose(want[4][31::32], want[0].reshape(7, 32)[:, :3].sum(axis=1) + 3, rtol=1e-6)
 
 
+@pytest.mark.parametrize("checked", [False, True])
+@pytest.mark.parametrize("compact", [0.0, 0.25])
+def test_a_local_read_only_as_a_lane_crosses_branches_of_few_lanes(
+    monkeypatch: Any, compact: float, checked: bool
+) -> None:
+    from tests.lang.batched_kernels import lane_from_a_branch
+
+    monkeypatch.setattr(interp, "COMPACT", compact)
+    x = np.arange(1, 65, dtype=np.float32)
+    out = np.zeros((64, 4), np.float32)
+    spec = lane_from_a_branch.specialize_for("python", None, 32, checked, {})
+    lengths = (np.uint32(64), np.uint32(64)) if checked else ()
+    spec.source(Launch((2, 1, 1), (32, 1, 1)), x, out, np.uint32(3), *lengths)
+    want = np.zeros((64, 4), np.float32)
+    i = np.arange(64)
+    want[i[i % 8 == 0], (i[i % 8 == 0] + 3) % 4] = x[i % 8 == 0]
+    want[i[i % 8 == 1], 2] = x[i % 8 == 1]
+    rest = (i % 8 != 0) & (i % 8 != 1)
+    want[i[rest], 0] = x[rest]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_a_loop_started_from_memory_keeps_its_start_when_the_body_stores_there() -> None:
+    from tests.lang.batched_kernels import loop_from_memory
+
+    idx = np.arange(64, dtype=np.uint32)
+    y = np.zeros(64, np.float32)
+    spec = loop_from_memory.specialize_for("python", None, 32, False, {})
+    spec.source(Launch((2, 1, 1), (32, 1, 1)), idx, y)
+    np.testing.assert_array_equal(y, np.arange(64, dtype=np.float32))
+    assert (idx == 100).all()
+
+
 @pytest.mark.parametrize("aliased", [False, True])
 def test_a_loaded_local_keeps_its_value_when_memory_changes(aliased: bool) -> None:
     # The interpreter keeps views of loaded arrays in locals when nothing the kernel writes
