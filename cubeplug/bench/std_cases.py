@@ -11,7 +11,7 @@ once), so GB/s compares with the device's copy bandwidth.
 
 from __future__ import annotations
 
-import inspect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -228,112 +228,51 @@ def _map(inputs: Inputs) -> list[Case]:
     ]
 
 
-def _vector_case(
-    inputs: Inputs,
-    op: str,
-    row: str,
-    ours: Callable[[Any, Any, int], object],
-    raw: Callable[[Any], object],
-    what: str,
-    want: Callable[[np.ndarray], np.ndarray],
-    read: tuple[str, bool],
-    rel: float | None,
-    per_element: float,
-) -> Case:
-    """A row over the vector ``x``: ``read`` is the result's dtype and whether it has n elements
-    (else one); ``rel`` None asks for equality."""
+@dataclass(frozen=True)
+class _VectorRow:
+    """A row over the vector ``x``: cubeplug's call, the library function of the same name as
+    ``raw`` (``xp.sum``...), NumPy's answer, the result's dtype and whether it holds n elements
+    (else one), the relative tolerance (None: equality) and the bytes moved per element."""
+
+    row: str
+    ours: Callable[[Any, Any, int], object]
+    raw: str
+    want: Callable[[np.ndarray], np.ndarray]
+    dtype: str
+    whole: bool
+    rel: float | None
+    per_element: float
+
+
+_VECTOR_ROWS = {
+    "reduce_sum": _VectorRow("reduce_sum", std.reduce_sum, "sum",
+                             lambda h: np.asarray(h.sum(dtype=np.float64)), "f32", False, 1e-5, 4.0),
+    "reduce": _VectorRow("reduce max", lambda c, x, n: std.reduce(c, x, n, "max"), "max",
+                         lambda h: np.asarray(h.max()), "f32", False, None, 4.0),
+    "argmax": _VectorRow("argmax", std.argmax, "argmax", lambda h: np.asarray(h.argmax(), np.int64),
+                         "u32", False, None, 4.0),
+    "scan": _VectorRow("scan inclusive sum", std.scan, "cumsum", lambda h: np.cumsum(h, dtype=np.float64),
+                       "f32", True, 1e-5, 8.0),
+}  # fmt: skip
+
+
+def _vector_case(op: str, inputs: Inputs) -> list[Case]:
+    """The row of ``op`` (a key of :data:`_VECTOR_ROWS`)."""
+    spec = _VECTOR_ROWS[op]
     client, n, lib = inputs.client, inputs.n, inputs.arrays
     x = inputs.handle("x")
     rx = inputs.raw("x") if lib else None
 
     def check(got: object) -> str | None:
-        mine = _read(client, got, read[0], (n,) if read[1] else ())
-        expected = want(inputs.host("x"))
-        return _equal(mine.astype(expected.dtype), expected) if rel is None else _close(mine, expected, rel)
+        mine = _read(client, got, spec.dtype, (n,) if spec.whole else ())
+        expected = spec.want(inputs.host("x"))
+        if spec.rel is None:
+            return _equal(mine.astype(expected.dtype), expected)
+        return _close(mine, expected, spec.rel)
 
-    return Case(
-        op,
-        row,
-        "f32",
-        (n,),
-        lambda: ours(client, x, n),
-        check,
-        (lambda: raw(rx)) if lib else None,
-        _lib_call(lib, what),
-        per_element * n,
-    )
-
-
-def _reduce_sum(inputs: Inputs) -> list[Case]:
-    xp = inputs.arrays.xp if inputs.arrays else np
-    return [
-        _vector_case(
-            inputs,
-            "reduce_sum",
-            "reduce_sum",
-            std.reduce_sum,
-            lambda v: xp.sum(v),
-            "sum",
-            lambda h: np.asarray(h.sum(dtype=np.float64)),
-            ("f32", False),
-            1e-5,
-            4.0,
-        )
-    ]
-
-
-def _reduce(inputs: Inputs) -> list[Case]:
-    xp = inputs.arrays.xp if inputs.arrays else np
-    return [
-        _vector_case(
-            inputs,
-            "reduce",
-            "reduce max",
-            lambda c, x, n: std.reduce(c, x, n, "max"),
-            lambda v: xp.max(v),
-            "max",
-            lambda h: np.asarray(h.max()),
-            ("f32", False),
-            None,
-            4.0,
-        )
-    ]
-
-
-def _argmax(inputs: Inputs) -> list[Case]:
-    xp = inputs.arrays.xp if inputs.arrays else np
-    return [
-        _vector_case(
-            inputs,
-            "argmax",
-            "argmax",
-            std.argmax,
-            lambda v: xp.argmax(v),
-            "argmax",
-            lambda h: np.asarray(h.argmax(), np.int64),
-            ("u32", False),
-            None,
-            4.0,
-        )
-    ]
-
-
-def _scan(inputs: Inputs) -> list[Case]:
-    xp = inputs.arrays.xp if inputs.arrays else np
-    return [
-        _vector_case(
-            inputs,
-            "scan",
-            "scan inclusive sum",
-            std.scan,
-            lambda v: xp.cumsum(v),
-            "cumsum",
-            lambda h: np.cumsum(h, dtype=np.float64),
-            ("f32", True),
-            1e-5,
-            8.0,
-        )
-    ]
+    raw = (lambda: getattr(lib.xp, spec.raw)(rx)) if lib else None
+    return [Case(op, spec.row, "f32", (n,), lambda: spec.ours(client, x, n), check, raw,
+                 _lib_call(lib, spec.raw), spec.per_element * n)]  # fmt: skip
 
 
 def _reduce_axis(inputs: Inputs) -> list[Case]:
@@ -399,30 +338,11 @@ def _matmul_cases(inputs: Inputs, lib: ArrayLibrary | None) -> list[Case]:
     client, mm = inputs.client, inputs.mm
     rows = sorted({0, mm // 2, mm - 1})
     flops = 2.0 * mm**3
-    takes_dtype = "dtype" in inspect.signature(std.matmul).parameters
     cases = []
     for dtype, a_name, b_name in (("f32", "a", "b"), ("f16", "a16", "b16")):
-        skipped = None
-        if dtype == "f16" and not takes_dtype:
-            skipped = "std.matmul takes no dtype= here (f32 only)"
-        elif dtype not in client.capabilities.dtypes:
-            skipped = f"the device declares no {dtype}"
-        if skipped:
-            cases.append(
-                Case(
-                    "matmul",
-                    "matmul",
-                    dtype,
-                    (mm, mm, mm),
-                    lambda: None,
-                    lambda got: None,
-                    None,
-                    None,
-                    flops,
-                    "TFLOP/s",
-                    skipped,
-                )
-            )
+        if dtype not in client.capabilities.dtypes:
+            cases.append(Case("matmul", "matmul", dtype, (mm, mm, mm), lambda: None, lambda got: None, None,
+                              None, flops, "TFLOP/s", f"the device declares no {dtype}"))  # fmt: skip
             continue
         ha, hb = inputs.host(a_name), inputs.host(b_name)
         da, db = inputs.handle(a_name), inputs.handle(b_name)
@@ -460,11 +380,8 @@ _BUILDERS: dict[str, Callable[[Inputs], list[Case]]] = {
     "fill": _fill,
     "copy": _copy,
     "axpy": _axpy,
-    "reduce_sum": _reduce_sum,
-    "reduce": _reduce,
-    "argmax": _argmax,
+    **{op: functools.partial(_vector_case, op) for op in _VECTOR_ROWS},
     "reduce_axis": _reduce_axis,
-    "scan": _scan,
     "transpose": _transpose,
     "map": _map,
     "matmul": lambda inputs: _matmul_cases(inputs, inputs.arrays),

@@ -31,30 +31,17 @@ def test_ops_are_parsed_in_order_and_unknown_names_are_refused() -> None:
         std_ops.parse_ops(" , ")
 
 
+def _row(row: str, ms: float, **extra: Any) -> dict[str, Any]:
+    base = {"op": row, "row": row, "dtype": "f32", "shape": [1024], "unit": "GB/s", "cubeplug_ms": ms}
+    return {**base, **extra}
+
+
 def _cuda_row(row: str, ms: float, raw_ms: float) -> dict[str, Any]:
-    return {
-        "op": row,
-        "row": row,
-        "dtype": "f32",
-        "shape": [1024],
-        "unit": "GB/s",
-        "cubeplug_ms": ms,
-        "raw_call": f"cupy.{row}",
-        "raw_ms": raw_ms,
-    }
+    return _row(row, ms, raw_call=f"cupy.{row}", raw_ms=raw_ms)
 
 
 def _other_row(row: str, rounds: list[float]) -> dict[str, Any]:
-    return {
-        "op": row,
-        "row": row,
-        "dtype": "f32",
-        "shape": [1024],
-        "unit": "GB/s",
-        "cubeplug_ms": float(np.median(rounds)),
-        "cubeplug_rounds_ms": rounds,
-        "raw_call": None,
-    }
+    return _row(row, float(np.median(rounds)), cubeplug_rounds_ms=rounds, raw_call=None)
 
 
 def _backend(backend: str, name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
