@@ -141,13 +141,13 @@ class LangKernel:
         (installing the dispatcher once)."""
         state = self._state[checked]
         client_launch = client.launch if checked else client.launch_unchecked
-        names = self._comptime_names()
+        names = self._comptime_names
         types = tuple(type(comptime.get(name)) for name in names)
         state[0] = (client, cube_dim, client_launch, spec.kernel, comptime, launcher, types)
         attr = "launch" if checked else "launch_unchecked"
         if attr in self.__dict__:
             return
-        positional = self._positional()
+        positional = self._positional
         params = tuple(self.captured.tree.args.args[i].arg for i in positional)
         # A kernel with comptime parameters has one specialization per value: its dispatcher calls
         # the remembered specialization's launcher (one frame more) instead of marshalling inline.
@@ -161,15 +161,18 @@ class LangKernel:
         exec(compile(code, f"<dispatcher {self.__name__}>", "exec"), namespace)
         setattr(self, attr, namespace[f"{self.__name__}_launch"])
 
+    @functools.cached_property
     def _comptime_names(self) -> tuple[str, ...]:
-        """The comptime parameters' names, in the signature's order."""
-        positional = set(self._positional())
+        """The comptime parameters' names, in the signature's order (worked out once: the slow
+        launch path reads them at every call)."""
+        positional = set(self._positional)
         return tuple(a.arg for i, a in enumerate(self.captured.tree.args.args) if i not in positional)
 
-    def _positional(self) -> list[int]:
+    @functools.cached_property
+    def _positional(self) -> tuple[int, ...]:
         """Indices of the parameters passed positionally at launch (all but comptime ones)."""
-        return [i for i, a in enumerate(self.captured.tree.args.args)
-                if a.annotation is None or "Comptime" not in ast.unparse(a.annotation)]
+        return tuple(i for i, a in enumerate(self.captured.tree.args.args)
+                     if a.annotation is None or "Comptime" not in ast.unparse(a.annotation))
 
     def _slow(self, checked: bool, client: Any, count: Any, cube_dim: Any, args: tuple[Any, ...],
               comptime: dict[str, Any]) -> None:
