@@ -14,14 +14,12 @@ from cubeplug.lang import ir
 from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
 from cubeplug.lang.fences import storage_fenced
-from cubeplug.lang.names import entry_name, unwrap
+from cubeplug.lang.names import SCALAR_PREFIX, entry_name, unwrap
 from cubeplug.lang.types import DType
 
 W_TYPES = {"f16": "f16", "f32": "f32", "f64": "f64", "i32": "i32", "u32": "u32", "i64": "i64",
            "u64": "u64", "bool": "bool"}
 _BUILTINS = {"UNIT_POS": "cl_lid", "CUBE_POS": "cl_wid", "CUBE_COUNT": "cl_nwg", "ABSOLUTE_POS": "cl_gid"}
-#: The prefix of the entry point's copies of the scalars (``cl_`` names are the generator's own).
-_SCALAR = "cl_s_"
 _ATOMIC_FN = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
               "exchange": "atomicExchange"}
 
@@ -82,7 +80,7 @@ class WgslGen(Emitter):
         # across a loop that also touches storage buffers (they may alias): a loop bound
         # `j < scalars.n` reloads it every step. One `let` each, read once, is a register.
         for name in (*(s.name for s in k.scalars), *k.hidden_names):
-            self.line(f"let {_SCALAR}{name} = scalars.{name};")
+            self.line(f"let {SCALAR_PREFIX}{name} = scalars.{name};")
         self.block(k.body)
         self.depth = 0
         self.line("}")
@@ -132,7 +130,7 @@ class WgslGen(Emitter):
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
-        bound = f"{decl.size}u" if isinstance(decl, ir.ArrayDecl) else f"{_SCALAR}{self.lens[array]}"
+        bound = f"{decl.size}u" if isinstance(decl, ir.ArrayDecl) else f"{SCALAR_PREFIX}{self.lens[array]}"
         if guard is not None:
             return f"{self.expr(guard)} && {self.as_u32(index)} < {bound}"
         return f"{self.as_u32(index)} < {bound}"
@@ -149,7 +147,7 @@ class WgslGen(Emitter):
         if isinstance(e, ir.Const):
             return literal(e.value, e.ty)
         if isinstance(e, ir.Var):
-            return e.name if e.kind == "local" else f"{_SCALAR}{e.name}"
+            return e.name if e.kind == "local" else f"{SCALAR_PREFIX}{e.name}"
         if isinstance(e, ir.Builtin):
             base, axis = e.name[:-2], e.name[-1].lower()
             return f"{_BUILTINS[base]}.{axis}"

@@ -21,7 +21,11 @@ _MACROS = """KERNEL DEVICE_FN GLOBAL LOCAL SYNC_CUBE ATOMIC_ADD ABSOLUTE_POS_X A
 CUBE_POS_X CUBE_POS_Y CUBE_POS_Z UNIT_POS_X UNIT_POS_Y UNIT_POS_Z CUBE_DIM_X CUBE_DIM_Y CUBE_DIM_Z
 CUBE_COUNT_X CUBE_COUNT_Y CUBE_COUNT_Z CUBE_DIM_STATIC_X CUBE_DIM_STATIC_Y CUBE_DIM_STATIC_Z
 INFINITY NAN NULL cl_lid cl_wid cl_gid cl_nwg cl_cas cl_old cl_seen cl_v cl_e cl_n CL_U2F CL_F2U CL_F32_FN
-CL_F32_PTR CL_F32_CAS CL_F32_XCHG CL_VFN"""
+CL_F32_PTR CL_F32_CAS CL_F32_XCHG CL_VFN CL_SHARED_PTR"""
+
+#: The prefix of the WGSL generator's copies of the scalars (``cl_s_<scalar>``): a user name that
+#: starts with it is renamed too.
+SCALAR_PREFIX = "cl_s_"
 
 #: Reserved identifiers (compared case-sensitively and by lower case).
 RESERVED: frozenset[str] = frozenset((_C + " " + _WGSL + " " + _MACROS).split()) | frozenset(

@@ -30,6 +30,18 @@ def transpose_in_shared(x: Array[f32], out: Array[Vec[f32, 4]]):
 
 
 @cl.kernel
+def transpose_in_shared_named(x: Array[f32], out: Array[Vec[f32, 4]]):
+    """transpose_in_shared with its lane in a local named as the C generator's shared-pointer macro."""
+    buf = cl.shared(F4, 16)
+    t = cl.UNIT_POS_X
+    CL_SHARED_PTR = t // 16
+    buf[t % 16][CL_SHARED_PTR] = x[cl.ABSOLUTE_POS_X]
+    cl.sync_cube()
+    if t < 16:
+        out[cl.CUBE_POS_X * 16 + t] = buf[t]
+
+
+@cl.kernel
 def lanes_in_global(x: Array[i32], out: Array[Vec[i32, 4]], k: u32):
     """Lane k (runtime) of out[i] takes x[i]; lane y (comptime) takes -x[i]; other lanes stay."""
     i = cl.ABSOLUTE_POS
@@ -49,13 +61,14 @@ def lanes_in_local(x: Array[f32], out: Array[Vec[f32, 4]]):
         out[i] = tmp[1]
 
 
-def test_runtime_lanes_of_shared_vectors(client: Any) -> None:
+@pytest.mark.parametrize("kernel", [transpose_in_shared, transpose_in_shared_named], ids=["t", "named"])
+def test_runtime_lanes_of_shared_vectors(client: Any, kernel: Any) -> None:
     xs = RNG.standard_normal(128).astype(np.float32)
     x, out = client.create(xs), client.empty(4 * 128)
     want = xs.reshape(2, 4, 16).transpose(0, 2, 1).reshape(-1)
     for checked in (True, False):
         client.fill(out, 0, "f32")
-        launch = transpose_in_shared.launch if checked else transpose_in_shared.launch_unchecked
+        launch = kernel.launch if checked else kernel.launch_unchecked
         launch(client, cubeplug.CubeCount(2), 64, x, out)
         np.testing.assert_array_equal(client.to_numpy(out, "f32"), want)
 
