@@ -28,8 +28,6 @@ ILP = 8
 #: Cubes of the first pass: enough to fill a large GPU several times over (132 SMs x 8 cubes of
 #: 256 units on an H200), few enough that one cube ends the second pass.
 MAX_CUBES = 2048
-#: Most elements per unit (lavapipe ends a shader loop after 65535 iterations, silently).
-MAX_PER_UNIT = 8 * 4096
 
 
 @cl.func
@@ -49,7 +47,7 @@ def better(op: int, T: cl.DType, v: Any, j: Any, w: Any, k: Any) -> Any:
 @cl.kernel
 def arg_pass(
     x: Array[T], xi: Array[u32], vals: Array[T], idxs: Array[u32], n: u32,  # type: ignore[name-defined]  # noqa: F821
-    OP: Comptime[int], FIRST: Comptime[bool], ILP: Comptime[int], T: Comptime[cl.DType],
+    OP: Comptime[int], FIRST: Comptime[bool], T: Comptime[cl.DType],
 ) -> None:
     """The best (value, index) of each cube into ``vals``/``idxs[CUBE_POS_X]``. The first pass reads
     the indices from the positions (``xi`` unused), later passes from the previous partials."""
@@ -111,11 +109,12 @@ def _arg(client: Any, handle: Handle, n: int, op: str, dtype: Any, what: str) ->
     T = lang_type(name)
     x, xi, first = handle, handle, True
     while True:
-        cubes = min(checks.groups(n, CUBE * ILP), max(MAX_CUBES, checks.groups(n, CUBE * MAX_PER_UNIT)))
+        most = max(MAX_CUBES, checks.groups(n, CUBE * checks.MAX_PER_UNIT))
+        cubes = min(checks.groups(n, CUBE * ILP), most)
         vals: Handle = client.empty(size * cubes)
         idxs: Handle = client.empty(4 * cubes)
         arg_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, xi, vals, idxs, n, OP=code,
-                                  FIRST=first, ILP=ILP, T=T)
+                                  FIRST=first, T=T)
         if cubes == 1:
             return idxs
         x, xi, n, first = vals, idxs, cubes, False

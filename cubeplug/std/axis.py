@@ -83,10 +83,9 @@ def axis_pass(
 
 #: column_pass: lines per cube (one warp's contiguous loads) and units folding each line.
 LINES, SLICES = 32, 8
+LOG_SLICES = SLICES.bit_length() - 1
 #: Units to aim for when the line is split over several cubes (about 8 waves of an H200).
 TARGET_UNITS = 1 << 21
-#: Most elements each unit folds (lavapipe ends a shader loop after 65535 iterations, silently).
-MAX_PER_UNIT = 32768
 #: Most lines column_pass takes (cubes along x, LINES each); more go to axis_pass.
 MAX_COLUMN_LINES = checks.MAX_GROUPS * LINES
 
@@ -114,7 +113,7 @@ def column_pass(
         acc = fold_line(OP, T, t, r, start + ly, stop, SLICES, acc)
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
-    for k in cl.unroll(range(3)):  # log2(SLICES) halvings
+    for k in cl.unroll(range(LOG_SLICES)):
         if ly < (SLICES >> (k + 1)):
             buf[ly * LINES + lx] = combine(OP, T, buf[ly * LINES + lx],
                                            buf[(ly + (SLICES >> (k + 1))) * LINES + lx])
@@ -129,7 +128,7 @@ def _columns(client: Any, view: DeviceTensor, out: DeviceArray, code: int, name:
     lines, length = view.shape
     cubes_x = checks.groups(lines, LINES)
     splits = max(1, min(TARGET_UNITS // (cubes_x * LINES * SLICES), length // (SLICES * 16), 65535))
-    splits = max(splits, checks.groups(length, SLICES * MAX_PER_UNIT))
+    splits = max(splits, checks.groups(length, SLICES * checks.MAX_PER_UNIT))
     T = lang_type(name)
     if splits == 1:
         column_pass.launch_unchecked(client, CubeCount(cubes_x, 1), (LINES, SLICES), view, out.handle,

@@ -15,6 +15,9 @@ from cubeplug.core.handle import Handle
 
 #: Most cubes a std launch uses along x (WebGPU allows 65535 per dimension); kernels loop over the rest.
 MAX_GROUPS = 65535
+#: Most elements one unit folds in a loop: lavapipe ends a shader loop after 65535 iterations,
+#: silently, so a kernel whose units would loop longer takes more cubes.
+MAX_PER_UNIT = 32768
 #: Largest element count one std call takes (indices are 32-bit on every backend).
 MAX_ELEMENTS = (1 << 31) - 1
 

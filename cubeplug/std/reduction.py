@@ -238,9 +238,8 @@ class Strategy:
         """Cubes of the first pass over ``items`` load items."""
         cubes = checks.groups(items, CUBE * self.per_unit)
         if self.resident:
-            # One wave, but no more than 32768 items per unit: lavapipe ends a shader loop after
-            # 65535 iterations, silently.
-            cubes = min(cubes, max(resident_cubes(client), checks.groups(items, CUBE * 32768)))
+            # One wave, but no more than checks.MAX_PER_UNIT items per unit.
+            cubes = min(cubes, max(resident_cubes(client), checks.groups(items, CUBE * checks.MAX_PER_UNIT)))
         return cubes
 
     def __call__(self, client: Any, x: Handle, n: int) -> Handle:

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from cubeplug import ValidationError, std
+from cubeplug import lang as cl
+from cubeplug.std import argreduce
 from cubeplug.std import axis as axis_module
-from cubeplug.std.combine import OPS, identity
+from cubeplug.std.combine import MAX, OPS, identity
 from cubeplug.std.reduction import reduce_set
 from cubeplug.std.transpose import transpose_set
 from tests.std.ufuncs import fma3, neg, saxpy
@@ -130,6 +132,27 @@ def test_argmax_argmin_match_numpy(client: Any, name: str) -> None:
         h = client.create(x)
         assert client.to_numpy(std.argmax(client, h, n, name), "u32")[0] == np.argmax(x)
         assert client.to_numpy(std.argmin(client, h, n, name), "u32")[0] == np.argmin(x)
+
+
+def test_argmax_over_few_cubes_and_later_passes_over_many_partials(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two cubes for 70001 elements: each unit runs many steps of ILP loads (the sizes above run one).
+    monkeypatch.setattr(argreduce, "MAX_CUBES", 2)
+    x = np.floor(_data(np.dtype(np.float32), 70001, seed=3))  # many ties of the largest value
+    h = client.create(x)
+    assert client.to_numpy(std.argmax(client, h, x.size), "u32")[0] == np.argmax(x)
+    assert client.to_numpy(std.argmin(client, h, x.size), "u32")[0] == np.argmin(x)
+    # A later pass (its indices read from the partials') over 4096 partials: ILP steps there too;
+    # ties go to the lowest original index, wherever its partial stands.
+    vals = np.floor(_data(np.dtype(np.float32), 4096, seed=4))
+    idx = np.random.default_rng(5).permutation(1 << 20)[:4096].astype(np.uint32)
+    out_v, out_i = client.empty(4), client.empty(4)
+    argreduce.arg_pass.launch_unchecked(client, 1, 256, client.create(vals), client.create(idx), out_v, out_i,
+                                        vals.size, OP=MAX, FIRST=False, T=cl.f32)
+    best = vals.max()
+    assert client.to_numpy(out_i, "u32")[0] == idx[vals == best].min()
+    assert client.to_numpy(out_v, "f32")[0] == best
 
 
 def test_argmax_nan_inf_and_errors(client: Any) -> None:
