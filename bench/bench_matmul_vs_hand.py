@@ -31,7 +31,6 @@ by line, or build them with ``nvcc -cubin -arch=sm_90 -Xptxas -v`` for the regis
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import os
@@ -54,18 +53,10 @@ from cubeplug.core.tune import tuner_for
 
 mm = importlib.import_module("cubeplug.std.matmul")  # the module (``std.matmul`` is the function)
 
-#: Bench-only candidates (``--variants``): a std candidate with another staging of its tiles,
-#: named ``candidate@staging``, paired with the candidate's hand twin, so that one run compares the
-#: staging std uses with the ones it replaced (``RegBlock.stage_a``; ``tiled(unrolled=True)``).
-VARIANTS = {
-    "tiled_32@unrolled": mm.tiled(32, unrolled=True),
-    "reg_4x4_vec@squares": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="squares")),
-    "reg_4x4_vec@scalar": mm.reg(dataclasses.replace(mm.REG_4X4_VEC, stage_a="scalar")),
-    "reg_8x8_vec@scalar": mm.reg(dataclasses.replace(mm.REG_8X8_VEC, stage_a="scalar")),
-    "reg_8x8_vec_db@lanes": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB, stage_a="lanes")),
-    "reg_8x8_vec_db16@squares": mm.reg(dataclasses.replace(mm.REG_8X8_VEC_DB16, stage_a="squares")),
-    "reg_8x16_vec_db16@squares": mm.reg(dataclasses.replace(mm.REG_8X16_VEC_DB16, stage_a="squares")),
-}
+#: Bench-only candidates (``--variants``): std's candidates with another staging of their tiles
+#: (``mm.STAGING_VARIANTS``, ``candidate@staging``), each paired with the candidate's hand twin, so
+#: that one run compares the staging std uses with the others.
+VARIANTS = mm.STAGING_VARIANTS
 
 
 def all_plans(variants: bool = True) -> dict[str, Any]:

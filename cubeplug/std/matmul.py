@@ -27,6 +27,7 @@ any m, n, k works.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -347,6 +348,20 @@ PLANS = {
     "reg_8x8_vec_db16": reg(REG_8X8_VEC_DB16),
     "reg_8x16_vec_db16": reg(REG_8X16_VEC_DB16),
 }
+#: Not candidates: std's candidates with another staging of their tiles than the one they use,
+#: ``candidate@staging`` (``RegBlock.stage_a``; ``tiled(unrolled=True)``). The tests check them and
+#: ``bench/bench_matmul_vs_hand.py --variants`` times them against the candidate's hand twin.
+STAGING_VARIANTS = {
+    "tiled_32@unrolled": tiled(32, unrolled=True),
+    **{
+        f"{name}@{staging}": reg(dataclasses.replace(rb, stage_a=staging))
+        for name, rb in (("reg_4x4_vec", REG_4X4_VEC), ("reg_8x8_vec", REG_8X8_VEC),
+                         ("reg_8x8_vec_db", REG_8X8_VEC_DB), ("reg_8x8_vec_db16", REG_8X8_VEC_DB16),
+                         ("reg_8x16_vec_db16", REG_8X16_VEC_DB16))
+        for staging in A_STAGING
+        if staging != rb.stage_a
+    },
+}  # fmt: skip
 _PRIORITY = {"naive": 0, "tiled_8": 0, "tiled_16": 1, "tiled_32": 1}
 
 #: The tunable set of matmul, every dtype (the key holds it; see the module docstring).

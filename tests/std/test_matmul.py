@@ -15,15 +15,11 @@ from cubeplug.std.matmul import (
     MATMUL,
     PLANS,
     REG_4X4_VEC,
-    REG_8X8_VEC,
-    REG_8X8_VEC_DB,
-    REG_8X8_VEC_DB16,
-    REG_8X16_VEC_DB16,
+    STAGING_VARIANTS,
     VECTOR_DTYPES,
     host_matmul,
     reg,
     strategy,
-    tiled,
     tolerance,
 )
 from tests.std.conftest import make_client, skip_reason
@@ -184,29 +180,18 @@ def test_nan_and_inf_propagate(client: Any, name: str) -> None:
             _check(got, a, b, tunable.name)
 
 
-#: The stagings std's candidates do not use (the bench's variants): exact too.
-OTHER_STAGINGS = {
-    "tiled_32 unrolled": tiled(32, unrolled=True),
-    **{f"reg_4x4_vec {s}": reg(dataclasses.replace(REG_4X4_VEC, stage_a=s)) for s in ("scalar", "squares")},
-    "reg_8x8_vec squares": reg(dataclasses.replace(REG_8X8_VEC, stage_a="squares")),
-    "reg_8x8_vec_db lanes": reg(dataclasses.replace(REG_8X8_VEC_DB, stage_a="lanes")),
-    "reg_8x8_vec_db16 squares": reg(dataclasses.replace(REG_8X8_VEC_DB16, stage_a="squares")),
-    "reg_8x16_vec_db16 squares": reg(dataclasses.replace(REG_8X16_VEC_DB16, stage_a="squares")),
-}
-
-
 @pytest.mark.parametrize("name", ("f32", "i32"))
 @pytest.mark.parametrize("shape", ((33, 132, 8), (70, 68, 36)), ids=lambda s: "x".join(map(str, s)))
 def test_other_stagings_are_exact(client: Any, name: str, shape: tuple[int, int, int]) -> None:
     m, n, k = shape
     a, b, ha, hb, key = _operands(client, name, shape)
     ran = []
-    for what, plan in OTHER_STAGINGS.items():
+    for what, plan in STAGING_VARIANTS.items():
         if plan.fits(client, key):
             got = client.to_numpy(strategy(plan)(client, ha, hb, m, n, k, None, name), name, (m, n))
             _check(got, a, b, f"{what} {name} {shape}")
             ran.append(what)
-    assert {"tiled_32 unrolled", "reg_4x4_vec scalar", "reg_4x4_vec squares"} <= set(ran)
+    assert {"tiled_32@unrolled", "reg_4x4_vec@scalar", "reg_4x4_vec@squares"} <= set(ran)
 
 
 def test_an_unknown_staging_of_a_raises() -> None:
