@@ -309,7 +309,8 @@ class WgslCompiler:
             scalars.binding_size if scalars is not None else 0,
         )
         try:
-            module = trusted_module(self.device, code) if mode is ExecutionMode.UNCHECKED else None
+            unchecked = mode is ExecutionMode.UNCHECKED
+            module = trusted_module(self.device, code, kernel.name) if unchecked else None
             if module is None:
                 module = self.device.create_shader_module(code=code)
             pipeline = self.device.create_compute_pipeline(

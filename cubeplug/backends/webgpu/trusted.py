@@ -15,12 +15,14 @@ backend builds the checked module: slower, never wrong.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 #: wgpu-native's WGPUShaderRuntimeChecks_None: no bounds checks, no forced loop bounds.
 _NO_CHECKS = 0
 
 
+@functools.cache
 def _binding() -> Any | None:
     """wgpu-py's wgpu-native binding module when it has what :func:`trusted_module` calls, else None."""
     try:
