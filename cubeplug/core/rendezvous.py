@@ -89,10 +89,9 @@ class Phase:
 class Round:
     """One collective of a group: the members as they arrive, then the verdict."""
 
-    __slots__ = ("arrived", "complete", "done", "error", "failed", "meeting", "members", "queueing", "size")
+    __slots__ = ("arrived", "complete", "done", "error", "failed", "meeting", "members", "queueing")
 
     def __init__(self, size: int) -> None:
-        self.size = size
         self.members: list[Member | None] = [None] * size
         self.arrived = 0
         self.complete = False
