@@ -108,15 +108,28 @@ def test_a_staged_read_is_lent_until_released(backend: str) -> None:
     c = make(backend)
     data = np.arange(1000, dtype=np.float32)
     h = c.create(data)
+    pool = c.server.queue.staging if backend == "webgpu" else c.server.staging
+    misses: list[int] = []  # staging memory the pool did not have back: a new buffer each
+    reuse = pool.reuse
+
+    def counted(size: int) -> Any:
+        got = reuse(size)
+        if got is None:
+            misses.append(size)
+        return got
+
+    pool.reuse = counted
     first = c.server.read_staged(h, c.stream_id()).result()
     np.testing.assert_array_equal(np.frombuffer(first.view, np.float32), data)
     first.release()
     first.release()  # once only
     assert first.view.nbytes == 0
-    for _ in range(5):  # reads after releases keep working (the pool's buffers come back)
+    allocated = len(misses)
+    for _ in range(5):  # reads after releases keep working, on the buffers the releases gave back
         staged = c.server.read_staged(h, c.stream_id()).result()
         np.testing.assert_array_equal(np.frombuffer(staged.view, np.float32), data)
         staged.release()
+    assert len(misses) == allocated, misses
     empty = c.server.read_staged(c.create(b""), c.stream_id()).result()
     assert empty.view.nbytes == 0
     empty.release()
