@@ -98,6 +98,8 @@ def test_to_client_and_copy_to_between_backends(
     assert spy.released == spy.reads == 8
     if src_backend == "opencl":
         assert spy.kinds == {"ndarray"}, spy.kinds  # the mapped chunk's array, not a fresh bytearray
+    if src_backend == "webgpu":  # the lent mapping, not a copy of it
+        assert spy.kinds and not spy.kinds & {"bytearray", "bytes"}, spy.kinds
     if src_backend == "cpu":
         assert spy.kinds <= {"bytearray", "bytes"}, spy.kinds  # the plain fallback
 
