@@ -30,8 +30,7 @@ LANG_DTYPES = frozenset({"f16", "f32", "f64", "i32", "u32", "i64", "u64"})
 
 def chunk(handle: Handle, index: int, nbytes: int) -> Handle:
     """Bytes ``[index * nbytes, (index + 1) * nbytes)`` of ``handle``, as a view."""
-    start = index * nbytes
-    return handle.offset_start(start).offset_end(handle.size - start - nbytes)
+    return handle.range(index * nbytes, nbytes)
 
 
 class PortableCollectives(Collectives):

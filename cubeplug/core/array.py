@@ -225,11 +225,7 @@ class Array:
         isz = self._dtype.itemsize
         extent = tensor_extent(dims, steps) * isz
         base = self._handle
-        if extent == 0:
-            handle = base.offset_start(0).offset_end(base.size)
-        else:
-            start_b = offset * isz
-            handle = base.offset_start(start_b).offset_end(base.size - start_b - extent)
+        handle = base.range(0, 0) if extent == 0 else base.range(offset * isz, extent)
         return Array(self._client, handle, self._dtype, dims, steps)
 
     # ------------------------------------------------------------------ interchange

@@ -641,7 +641,7 @@ def _piece(handle: Handle, at: int, size: int) -> Handle:
     """Bytes ``[at, at + size)`` of ``handle``, as a view (the handle itself when that is all of it)."""
     if at == 0 and size == handle.size:
         return handle
-    return handle.offset_start(at).offset_end(handle.size - at - size)
+    return handle.range(at, size)
 
 
 def _release_staged(future: Future[StagedRead]) -> None:

@@ -69,6 +69,18 @@ class Handle:
         """A view that ends ``nbytes`` earlier; offsets accumulate."""
         return self._view(0, nbytes)
 
+    def range(self, at: int, nbytes: int) -> Handle:
+        """A view of bytes ``[at, at + nbytes)`` of this one (one view: ``offset_start`` then
+        ``offset_end`` would make two)."""
+        for n in (at, nbytes):
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+                raise ValidationError(f"a range takes non-negative byte counts, got {n!r}")
+        if at + nbytes > self.size:
+            raise ValidationError(
+                f"bytes [{at}, {at + nbytes}) go beyond this view of {self.size} B; keep the range within it"
+            )
+        return self._view(at, self.size - at - nbytes)
+
     def _view(self, more_start: int, more_end: int) -> Handle:
         for n in (more_start, more_end):
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:

@@ -40,6 +40,20 @@ def test_offsets_must_be_non_negative_ints(bad: object) -> None:
         make().offset_start(bad)  # type: ignore[arg-type]
 
 
+def test_a_range_is_one_view_of_its_bytes() -> None:
+    v = make(100).offset_start(10)
+    r = v.range(5, 20)
+    assert (r.start, r.end, r.size, r.offset) == (15, 65, 20, 15)
+    assert v.range(90, 0).size == 0 and v.range(0, 90).size == 90
+    with pytest.raises(ValidationError, match=r"bytes \[80, 91\) go beyond this view of 90 B"):
+        v.range(80, 11)
+    for bad in (-1, 1.0, True, None):
+        with pytest.raises(ValidationError, match="non-negative byte counts"):
+            v.range(bad, 1)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="non-negative byte counts"):
+            v.range(1, bad)  # type: ignore[arg-type]
+
+
 def test_memory_lives_while_any_view_lives() -> None:
     h = make()
     ref = weakref.ref(h.memory())
