@@ -22,6 +22,15 @@ def member(rank: int, call: Call = CALL, nbytes: int = 16, error: BaseException 
     return Member(rank, None, call, buf, buf, 0, error)
 
 
+def arrived(group: Group, rank: int) -> None:
+    """Wait until ``rank`` waits in the group's round (a sleep could let another rank come first
+    on a loaded machine)."""
+    deadline = time.monotonic() + 10
+    while group.round.members[rank] is None:
+        assert time.monotonic() < deadline, f"rank {rank} never arrived"
+        time.sleep(0.001)
+
+
 def meet_all(group: Group, members: list[Member], timeout: float = 10.0) -> list[Any]:
     """Every member's meet on a thread of its own; each result ("last"/"waited", or the exception).
     The last rank releases the others, as the driver does."""
@@ -57,7 +66,7 @@ def test_the_last_rank_queues_before_the_others_go() -> None:
     first = member(0)
     waiter = threading.Thread(target=lambda: (group.meet(first, 10), seen.append("released")))
     waiter.start()
-    time.sleep(0.05)
+    arrived(group, 0)
     rnd, last = group.meet(member(1), 10)
     assert last and rnd.complete
     time.sleep(0.05)
@@ -96,7 +105,7 @@ def test_a_rank_called_twice_in_one_round() -> None:
     group = Group(("cpu", "t"), 2, ["a", "b"])
     waiter = threading.Thread(target=lambda: meet_all(group, [member(0)], timeout=0.5))
     waiter.start()
-    time.sleep(0.1)
+    arrived(group, 0)
     with pytest.raises(CollectiveMismatchError, match="already waiting"):
         group.meet(member(0), 1)
     waiter.join(10)
@@ -199,7 +208,7 @@ def test_a_last_rank_blocked_while_queueing_is_not_waited_for_forever() -> None:
 
     waiter = threading.Thread(target=first)
     waiter.start()
-    time.sleep(0.05)
+    arrived(group, 0)
     rnd, last = group.meet(member(1), 10)  # came last: "queues" for 1 s, past rank 0's 0.2 + 0.2 s
     assert last
     waiter.join(0.8)
