@@ -103,11 +103,9 @@ class NcclCollectives(Collectives):
     def _communicators(self, group: Group, rnd: Round) -> list[Any] | None:
         """The group's communicators, made once per device set (None: clients share a device).
         A group's members keep their devices (it is keyed by their servers or device indices)."""
-        state = group.state
-        if "nccl" in state:
-            found: list[Any] | None = state["nccl"]
-            return found
-        devices = [m.client.server.device for m in rnd.members if m is not None]
+        # Only the last rank calls this, with every member's client lock held; group.lock guards
+        # the state against the group's close.
+        devices = [m.client.server.device for m in rnd.members]  # type: ignore[union-attr]  # complete
         with group.lock:
             if "nccl" in group.state:
                 comms: list[Any] | None = group.state["nccl"]
