@@ -104,11 +104,14 @@ class Scheduler:
         """Submit the queued tasks of one virtual stream as one batch."""
         self._submit_index(stream_id % self.max_streams)
 
-    def flush_all(self) -> None:
-        """Submit the queued tasks of every virtual stream, one batch each."""
+    def flush_all(self) -> int:
+        """Submit the queued tasks of every virtual stream, one batch each; the number of batches."""
+        batches = 0
         for index, q in enumerate(self._queues):
             if q:
                 self._submit_index(index)
+                batches += 1
+        return batches
 
     def _submit_index(self, index: int) -> None:
         queues = self._queues

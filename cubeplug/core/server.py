@@ -134,6 +134,7 @@ class ComputeServer(ABC):
             persistent=persistent,
             on_oom=lambda requested, in_use, reserved: _server(me)._on_oom(requested, in_use, reserved),
             reclaim=lambda: _server(me)._reclaim(),
+            release_queued=lambda: _server(me).release_queued(),
         )
         for mode in self._modes:
             mm.push_mode(mode)
@@ -143,6 +144,14 @@ class ComputeServer(ABC):
         """On the out-of-memory path: free the cached pages of every stream's memory management."""
         for mm in self._all_memories():
             mm.cleanup(explicit=True)
+
+    def release_queued(self) -> bool:
+        """Called before a memory pool grows: submit queued work whose tasks still hold the memory
+        of dropped handles, so that the pool can lend it again; True when something was submitted.
+
+        The base server queues nothing on the host (its tasks reach the device queue at once):
+        False. Backends on the single-queue scheduler override it."""
+        return False
 
     def _on_oom(self, requested: int, in_use: int, reserved: int) -> None:
         """Called just before OutOfMemoryError; notifies the plugins observing out-of-memory."""

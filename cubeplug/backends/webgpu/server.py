@@ -534,6 +534,18 @@ class WgpuServer(ComputeServer):
         self.raise_async_error(self.queue.errors)
         self.health.check()
 
+    def release_queued(self) -> bool:
+        """Submit every stream's queued tasks before a memory pool grows: a queued task holds its
+        bindings' memory until its batch is submitted (the submitted command buffers then hold the
+        GPUBuffers), so the outputs a loop dropped meanwhile become free to lend again. The device
+        queue runs in submission order, so the next user of that memory comes after them.
+
+        Without it, on the H200 a loop of ``std.transpose`` of 16k x 16k f32 got a new 1 GiB page
+        per call, each zero-initialised by wgpu at its first use: 0.99 ms per call on the host for
+        0.62 ms on the device (``bench/results/std-bench-h200-final-2026-11-26.json``)."""
+        scheduler = self.scheduler  # a TaskRecorder while a graph is built: it holds nothing
+        return isinstance(scheduler, Scheduler) and scheduler.flush_all() > 0
+
     def sync(self, stream_id: int) -> None:
         """Submit the stream's tasks and wait until the device ran everything submitted."""
         self.sync_begin(stream_id)()

@@ -48,6 +48,12 @@ class MemoryManagement:
     managements that share the device or the limit), ``storage.flush()`` (deferred frees), and
     one retry; then ``on_oom(requested, in_use, reserved)`` and OutOfMemoryError with the figures.
 
+    Before a pool grows, ``release_queued()`` (when given) lets a backend whose queued tasks hold
+    their bindings' memory until submitted (the single-queue scheduler) submit them: it returns True
+    when it did, and the reservation looks for free memory again first. Without it, a loop that
+    drops each output while its task is queued gets a new page per call (a 1 GiB transpose output
+    each call on WebGPU, each zero-initialised by wgpu at its first use).
+
     Every ``dealloc_period // 5`` reservations, each pool runs one idle check (exclusive pools
     free pages idle for five checks in a row).
     """
@@ -63,6 +69,7 @@ class MemoryManagement:
         persistent: str = "enabled",
         on_oom: Callable[[int, int, int], None] | None = None,
         reclaim: Callable[[], object] | None = None,
+        release_queued: Callable[[], bool] | None = None,
     ) -> None:
         if persistent not in PERSISTENT_POLICIES:
             raise ValidationError(
@@ -94,6 +101,7 @@ class MemoryManagement:
         self._persistent_mode = persistent == "enforced"
         self._on_oom = on_oom
         self._reclaim = reclaim
+        self._release_queued = release_queued
         #: Reservations per deallocation period (an idle check every fifth of it).
         self.dealloc_period = dealloc_period
         self._check_period = max(1, dealloc_period // 5)
@@ -154,6 +162,13 @@ class MemoryManagement:
         token = route[0].try_reserve(size)
         if token is not None:
             return token
+        release = self._release_queued
+        if release is not None and release():
+            # Queued work held freed memory (see ``release_queued`` in the class docstring): some of
+            # it may be free now, and reusing it beats growing a pool.
+            token = route[0].try_reserve(size)
+            if token is not None:
+                return token
         return self._alloc(size, route)
 
     def _route(self, size: int) -> tuple[MemoryPool, ...]:

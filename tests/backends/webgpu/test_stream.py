@@ -9,7 +9,7 @@ from cubeplug import CubeCount, LaunchError
 from cubeplug.backends.webgpu import queue as wgpu_queue
 from cubeplug.core.stream import current_stream_id
 from tests.backends.webgpu.conftest import requires_webgpu
-from tests.backends.webgpu.kernels import ADD_ONE, FILL, WIDE
+from tests.backends.webgpu.kernels import ADD_ONE, AXPY, FILL, WIDE
 
 pytestmark = requires_webgpu
 
@@ -104,6 +104,56 @@ def test_many_indirect_dispatches_in_one_batch(client) -> None:  # type: ignore[
     finally:
         sched.max_tasks = old
     np.testing.assert_array_equal(client.to_numpy(x, "i32"), np.full(64, n, np.int32))
+
+
+#: Above the sliced pools' sizes of every adapter here (lavapipe's largest binding is 128 MiB):
+#: an exclusive page each.
+BIG = 40 << 20
+
+
+def test_outputs_dropped_while_queued_are_lent_again(client) -> None:  # type: ignore[no-untyped-def]
+    """A queued task holds its output's memory until submitted; before a pool grows the queued tasks
+    are submitted, so a loop that drops each output gets its memory back, not a page per call."""
+    scheduler, pages = client.server.scheduler, client.server.storage.buffers
+    age, scheduler.max_age = scheduler.max_age, None  # batches by count: the loop stays queued
+    try:
+        kept = []
+        before = len(pages)
+        for i in range(10):
+            out = client.empty(BIG)
+            client.launch(FILL, 1, [out], [float(i), 64])
+            if i in (3, 9):
+                kept.append(out)
+        grown = len(pages) - before
+    finally:
+        scheduler.max_age = age
+    assert grown <= 3, grown  # 10 without the release: one page per call
+    for value, out in zip((3.0, 9.0), kept, strict=True):
+        head = client.to_numpy(out, "f32")[:65]
+        np.testing.assert_array_equal(head[:64], np.full(64, value, np.float32))
+
+
+def test_memory_lent_again_after_a_release_follows_its_queued_readers(client) -> None:  # type: ignore[no-untyped-def]
+    """The task that reads a dropped input runs before the input's memory gets new bytes."""
+    scheduler = client.server.scheduler
+    n = BIG // 4
+    age, scheduler.max_age = scheduler.max_age, None
+    try:
+        x = client.create(np.ones(n, np.float32))
+        client.sync()
+        client.memory_cleanup()  # no free page of that size but x's, once x is dropped
+        y = client.create(np.zeros(n, np.float32))
+        client.launch(AXPY, 512, [x, y], [1.0, 512 * 128])  # queued: y[:65536] = x[:65536]
+        page = x.memory().storage.id
+        del x
+        z = client.create(np.full(n, 2.0, np.float32))  # lent x's page: after the queued read
+        assert z.memory().storage.id == page
+    finally:
+        scheduler.max_age = age
+    expected = np.zeros(n, np.float32)
+    expected[: 512 * 128] = 1.0
+    np.testing.assert_array_equal(client.to_numpy(y, "f32"), expected)
+    np.testing.assert_array_equal(client.to_numpy(z, "f32"), np.full(n, 2.0, np.float32))
 
 
 def test_queued_write_keeps_stream_order(client) -> None:  # type: ignore[no-untyped-def]

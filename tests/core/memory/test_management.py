@@ -301,6 +301,41 @@ def test_reclaim_frees_the_other_managements_pages_before_the_retry(storage: Fak
     del a1, c1
 
 
+# 14 MiB fills a sliced page of 16 MiB (within 20 % of it); 600 MiB gets an exclusive page
+@pytest.mark.parametrize("size", [14 * MiB, 600 * MiB])
+def test_queued_memory_is_released_before_a_pool_grows(storage: FakeStorage, size: int) -> None:
+    queued: list[SliceToken] = []  # what a queue of tasks would hold until it is submitted
+    calls: list[int] = []
+
+    def release() -> bool:
+        calls.append(len(queued))
+        held = bool(queued)
+        queued.clear()
+        return held
+
+    mm = MemoryManagement(storage, props(4 * GiB), release_queued=release)
+    a = mm.reserve(size)
+    assert calls == [0]  # the first page: nothing was queued
+    queued.append(a)
+    del a  # dropped by its owner while its task is queued
+    calls.clear()
+    pages = len(storage.alloc_calls)
+    b = mm.reserve(size)
+    assert calls == [1] and len(storage.alloc_calls) == pages  # the queued page was lent again
+    c = mm.reserve(size)  # nothing queued: the release says so, and the pool grows
+    assert calls == [1, 0] and len(storage.alloc_calls) == pages + 1
+    assert b.storage.id != c.storage.id or b.storage.offset != c.storage.offset
+    del b, c
+
+
+def test_a_release_that_frees_nothing_still_grows_the_pool(storage: FakeStorage) -> None:
+    mm = MemoryManagement(storage, props(4 * GiB), release_queued=lambda: True)
+    a = mm.reserve(600 * MiB)
+    b = mm.reserve(600 * MiB)
+    assert a.storage.id != b.storage.id and len(storage.alloc_calls) == 2
+    del a, b
+
+
 def test_a_small_limit_still_serves_small_and_medium_sizes() -> None:
     storage = FakeStorage(alignment=64)
     mm = MemoryManagement(storage, props(4 * GiB, alignment=64), limit=MemoryLimit.parse(8 * MiB))

@@ -1,0 +1,124 @@
+"""Where std's ``tiled_32`` loses to its hand twin: edits of its generated C source, timed (a probe).
+
+    PYTHONPATH=. python bench/probes/tiled32_variants.py [backend] [size] [rounds]
+
+The lang kernel ``tiled_32`` ran at 0.965x its hand twin under CUDA on the H200 with the same
+registers a unit. Its generated source differs from the hand kernel's in a few ways; each variant
+below undoes one of them in the generated text, launched as a plain ``Kernel`` (as the hand kernel
+is) so that every variant takes the same launch path:
+
+* ``lang``: the generated source as it is;
+* ``int_loops``: the staging and product loops count in ``int`` (the hand kernel's), not ``unsigned int``;
+* ``ternary``: the guarded loads as ``cond ? load : 0.0f`` expressions (the hand kernel's), not
+  if/else into a temporary;
+* ``no_copies``: no ``m = m_`` copies of the scalars (the kernel reads its parameters);
+* ``all``: the three together; ``hand``: the hand kernel.
+
+Each is checked against numpy, then timed with device timestamps in rounds that alternate the
+variants (median and best per call, ms), with the ratio hand time / variant time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import cubeplug
+from cubeplug import CubeCount, Kernel
+from cubeplug.core.handle import Handle
+
+sys.path.insert(0, "bench")
+from reference import hand_matmul
+
+mm = importlib.import_module("cubeplug.std.matmul")
+
+
+def _int_loops(src: str) -> str:
+    src = src.replace("unsigned int r = 0u;", "int r = 0;").replace("unsigned int p = 0u;", "int p = 0;")
+    src = src.replace("for (r = 0u; r < 4u; r += 1u)", "for (r = 0; r < 4; r += 1)")
+    return src.replace("for (p = 0u; p < 32u; p += 1u)", "for (p = 0; p < 32; p += 1)")
+
+
+_SELECT = re.compile(
+    r"if \((?P<cond>.+?)\) \{\n(?:#line[^\n]*\n)?\s*(?P<var>t_sel\w*) = (?P<load>[^;]+);\n"
+    r"(?:#line[^\n]*\n)?\s*\} else \{\n(?:#line[^\n]*\n)?\s*(?P=var) = 0\.0f;\n\s*\}"
+)
+
+
+def _ternary(src: str) -> str:
+    out, n = _SELECT.subn(lambda m: f"{m['var']} = ({m['cond']}) ? {m['load']} : 0.0f;", src)
+    assert n == 2, f"expected the two guarded loads, found {n}"
+    return out
+
+
+def _no_copies(src: str) -> str:
+    for v in "mnk":
+        for end in ",)":
+            src = src.replace(f"unsigned int {v}_{end}", f"unsigned int {v}{end}")
+        src = src.replace(f"    unsigned int {v} = 0u;\n", "").replace(f"    {v} = {v}_;\n", "")
+    return src
+
+
+def variants(client: Any) -> dict[str, Kernel]:
+    plan = mm.PLANS["tiled_32"]
+    lang = mm.matmul_tiled.source(client, plan.cube, checked=False, **mm.comptime(plan, "f32"))
+    edits: dict[str, Callable[[str], str]] = {
+        "lang": lambda s: s,
+        "int_loops": _int_loops,
+        "ternary": _ternary,
+        "no_copies": _no_copies,
+        "all": lambda s: _no_copies(_ternary(_int_loops(s))),
+    }
+    kernels = {}
+    for name, edit in edits.items():
+        entry = f"tiled32_{name}"
+        src = edit(lang).replace("matmul_tiled_kernel(", f"{entry}(")
+        kernels[name] = Kernel(entry, hand_matmul._params(False), {"c": src}, cube_dim=plan.cube)
+    kernels["hand"] = hand_matmul.tiled_plan(32).kernel
+    return kernels
+
+
+def main() -> None:
+    backend = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
+    client = cubeplug.client(backend)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    ha, hb = client.create(a), client.create(b)
+    hc: Handle = client.empty(4 * size * size)
+    count = CubeCount(size // 32, size // 32)
+    kernels = variants(client)
+    for name, kernel in kernels.items():
+        client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
+        got = client.to_numpy(hc, "f32").reshape(size, size)
+        err = float(np.max(np.abs(got - want)))
+        assert err < 1e-3 * size, f"{name}: max error {err}"
+    iters = 20 if size >= 1024 else 5
+    times: dict[str, list[float]] = {name: [] for name in kernels}
+    for _ in range(rounds):
+        for name, kernel in kernels.items():
+            def loop(kernel: Kernel = kernel) -> None:
+                for _ in range(iters):
+                    client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
+            _, duration = client.profile(loop)
+            times[name].append(duration.seconds() / iters * 1e3)
+    hand = float(np.median(times["hand"]))
+    rows = {
+        name: {"median_ms": round(float(np.median(t)), 4), "best_ms": round(min(t), 4),
+               "hand_over_variant": round(hand / float(np.median(t)), 4)}
+        for name, t in times.items()
+    }  # fmt: skip
+    print(json.dumps({"device": str(client.device), "size": size, "rounds": rounds, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
