@@ -52,18 +52,12 @@ VECTOR_DTYPES = ("f32", "i32", "u32")
 
 
 # ---------------------------------------------------------------------------------------- kernels
-# SCALARS: each kernel copies m, n, k into locals first. In WGSL a parameter is read from the
-# scalars buffer at every use, and lavapipe keeps those reads inside the loops: the naive kernel
-# ran 2.2x the time of the hand WGSL (which reads them once) at 128^3, 0.9x with the copies.
 @cl.kernel
 def matmul_naive(
-    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
+    a: Array[T], b: Array[T], c: Array[T], m: u32, n: u32, k: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType],
 ) -> None:
     """One unit per output element."""
-    m = m_  # see SCALARS
-    n = n_
-    k = k_
     col = cl.ABSOLUTE_POS_X
     row = cl.ABSOLUTE_POS_Y
     if row < m and col < n:
@@ -86,16 +80,13 @@ def stage_row(
 
 @cl.kernel
 def matmul_tiled(
-    a: Array[T], b: Array[T], c: Array[T], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
+    a: Array[T], b: Array[T], c: Array[T], m: u32, n: u32, k: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], TILE: Comptime[int], RPT: Comptime[int],
     SU: Comptime[int],
 ) -> None:
     """Square TILE x TILE tiles of A and B in shared memory (as ACC); TILE x TILE / RPT units,
     each computing RPT rows of one column. ``SU`` = 1 unrolls the staging of the RPT rows in the
     generated source; 0 leaves a loop of RPT steps (RPT > 1), as the hand kernel had."""
-    m = m_  # see SCALARS
-    n = n_
-    k = k_
     a_tile = cl.shared(ACC, TILE * TILE)
     b_tile = cl.shared(ACC, TILE * TILE)
     tx = cl.UNIT_POS_X

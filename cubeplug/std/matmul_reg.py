@@ -168,18 +168,13 @@ def multiply(
 
 @cl.kernel
 def matmul_reg(
-    a: Array[AIO], b: Array[IO], c: Array[IO], m_: u32, n_: u32, k_: u32,  # type: ignore[name-defined]  # noqa: F821
+    a: Array[AIO], b: Array[IO], c: Array[IO], m: u32, n: u32, k: u32,  # type: ignore[name-defined]  # noqa: F821
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], IO: Comptime[cl.DType],
     W: Comptime[int], VIO: Comptime[int], BM: Comptime[int], BN: Comptime[int], BK: Comptime[int],
     TM: Comptime[int], TN: Comptime[int], STAGES: Comptime[int], AIO: Comptime[cl.DType],
     AQ: Comptime[int],
 ) -> None:
     """``c = a @ b``, register-blocked (see the module docstring)."""
-    # Locals, not the parameters: in WGSL a parameter is read from the scalars buffer at every
-    # use, and lavapipe keeps those reads in the loops (see matmul.py's kernels).
-    m = m_
-    n = n_
-    k = k_
     TX = BN // TN
     NT = TX * (BM // TM)
     # Staging tasks a step: A in W-row columns (AQ 0), 4 x 4 squares of float4s (AQ 1) or float4s
