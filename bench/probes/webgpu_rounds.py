@@ -36,9 +36,11 @@ def main() -> None:
     storage.dealloc = lambda sid: (freed.append(sid), dealloc(sid))[1]
     n = side * side
     m = client.create(np.ones(n, np.float32))
-    fn: Callable[[], object] = (
-        (lambda: std.transpose(client, m, side, side)) if op == "transpose" else (lambda: std.fill(client, m, n, 2.0))
-    )
+    ops: dict[str, Callable[[], object]] = {
+        "transpose": lambda: std.transpose(client, m, side, side),
+        "fill": lambda: std.fill(client, m, n, 2.0),
+    }
+    fn = ops[op]
     fn()
     client.sync()
     print(f"{client.device}: {op} {side} x {side} f32, {calls} calls a round")

@@ -88,7 +88,7 @@ CL_F32_FN float cl_atomic_compare_exchange_f32(CL_F32_PTR p, float e, float v) {
 """
 _FLOAT_FN = {"abs": "fabs", "min": "fmin", "max": "fmax"}
 #: Vector types by lane type; a bool vector (a comparison's result) is a uint vector of 0/1 lanes.
-_VEC_BASE = {"f32": "float", "i32": "int", "u32": "uint", "bool": "uint"}
+_VEC_BASE = {"f16": "half", "f32": "float", "i32": "int", "u32": "uint", "bool": "uint"}
 _VEC_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow",
             "&": "and", "|": "or", "^": "xor", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
             "==": "eq", "!=": "ne", "<<": "shl", ">>": "shr"}
@@ -123,6 +123,17 @@ def _make_macro(ty: DType) -> str:
     name = ctype(ty)
     params = ", ".join(_LANES[: ty.lanes])
     args = ", ".join(f"({c})" for c in _LANES[: ty.lanes])
+    if ty.scalar.name == "f16":
+        # CUDA has no half vectors (cuda_fp16.h's __half2 is a pair for paired arithmetic, with
+        # its own make_half2): a struct of the lanes, aligned as a whole for one wide load, as
+        # OpenCL's half2/half4 are; the lanes convert to and from float like any __half.
+        lanes = _LANES[: ty.lanes]
+        sets = " ".join(f"r.{c} = {c};" for c in lanes)
+        make = f"cl_make_{name}({', '.join('__half ' + c for c in lanes)}) {{ {name} r; {sets} return r; }}"
+        return (f"#ifdef __OPENCL_VERSION__\n#define CL_MAKE_{name}({params}) (({name})({args}))\n#else\n"
+                f"struct __align__({2 * ty.lanes}) cl_{name} {{ __half {params}; }};\n"
+                f"#define {name} cl_{name}\n__device__ inline {name} {make}\n"
+                f"#define CL_MAKE_{name}({params}) cl_make_{name}({args})\n#endif")
     return (f"#ifdef __OPENCL_VERSION__\n#define CL_MAKE_{name}({params}) (({name})({args}))\n#else\n"
             f"#define CL_MAKE_{name}({params}) make_{name}({args})\n#endif")
 

@@ -84,7 +84,7 @@ CORE_TYPES = frozenset({"f32", "i32", "u32", "bool"})
 
 
 #: Scalar types a vector may hold, and the vector widths.
-VECTOR_ELEMS = ("f32", "i32", "u32")
+VECTOR_ELEMS = ("f16", "f32", "i32", "u32")
 VECTOR_WIDTHS = (1, 2, 4)
 
 

@@ -7,8 +7,8 @@ for TM * TN multiply-adds.
 
 Comptime values: ``T`` the element type, ``ACC`` the accumulator type (f32 for f16), ``V`` =
 ``Vec[ACC, W]`` (W = 4, or 1 for f64, which has no vectors: the same source then holds scalars),
-``IO`` = ``Vec[T, VIO]`` (VIO = 4: float4 loads and stores of global memory, needing k and n
-multiples of 4 and T == ACC), the block shape, and ``STAGES``:
+``IO`` = ``Vec[T, VIO]`` (VIO = 4: 4-lane loads and stores of global memory, needing k and n
+multiples of 4; f16 lanes are converted to and from ACC in registers), the block shape, and ``STAGES``:
 
 * ``STAGES = 1``: load the tiles, sync, multiply, sync (two barriers a step), as the hand kernels did.
 * ``STAGES = 2``: double-buffered: the next step's tiles are loaded from global memory into
@@ -86,7 +86,7 @@ def fetch(
                 # into four rows of a_tile: see stash).
                 gr = row0 + e // (BK // 4)
                 gc = t + 4 * (e % (BK // 4))
-                sa[j] = a[(gr * k + gc) >> 2] if gr < m and gc < k else AIO(0)
+                sa[j] = V(a[(gr * k + gc) >> 2]) if gr < m and gc < k else V(0)
             elif AQ == 0:
                 # W rows of one column: one V of a_tile's row p = e % BK (scalar loads).
                 gc = t + e % BK
@@ -103,7 +103,7 @@ def fetch(
                     gr = row0 + (e // (BK // 4)) * 4 + i
                     quad[i] = a[(gr * k + gc) >> 2] if gr < m and gc < k else AIO(0)
                 for i in cl.unroll(range(4)):
-                    sa[4 * j + i] = V(quad[0][i], quad[1][i], quad[2][i], quad[3][i])
+                    sa[4 * j + i] = V(ACC(quad[0][i]), ACC(quad[1][i]), ACC(quad[2][i]), ACC(quad[3][i]))
     for j in cl.unroll(range((B_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if B_TASKS % NT == 0 or e < B_TASKS:
@@ -115,7 +115,7 @@ def fetch(
                 sb[j] = pack(V, W, x)
             else:
                 gc = col0 + 4 * (e % (BN // 4))
-                sb[j] = b[(gr * n + gc) >> 2] if gr < k and gc < n else IO(0)
+                sb[j] = V(b[(gr * n + gc) >> 2]) if gr < k and gc < n else V(0)
 
 
 @cl.func
@@ -231,7 +231,7 @@ def matmul_reg(
                     col = col0 + (gj * TX + tx) * W
                     if VIO == 4:
                         if col < n:
-                            c[(row * n + col) >> 2] = acc[(gi * W + q) * (TN // W) + gj]
+                            c[(row * n + col) >> 2] = IO(acc[(gi * W + q) * (TN // W) + gj])
                     else:
                         for j in cl.unroll(range(W)):
                             if col + j < n:

@@ -10,7 +10,7 @@ import pytest
 
 import cubeplug
 from cubeplug import lang as cl
-from cubeplug.lang import Array, Vec, f32, i32, u32
+from cubeplug.lang import Array, Vec, f16, f32, i32, u32
 
 RNG = np.random.default_rng(16)
 F4 = Vec[f32, 4]
@@ -179,3 +179,36 @@ def test_vector_shifts(client: Any) -> None:
     np.testing.assert_array_equal(client.to_numpy(out, "u32").reshape(n, 4), want)
     want_i = (bv >> np.int32([1, 2])) + (bv << np.int32(1))
     np.testing.assert_array_equal(client.to_numpy(outi, "i32").reshape(n, 2), want_i)
+
+
+H4 = Vec[f16, 4]
+
+
+@cl.kernel
+def vec_half(x: Array[Vec[f16, 4]], y: Array[Vec[f16, 4]], pairs: Array[Vec[f16, 2]],
+             wide: Array[Vec[f32, 4]]):
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        h = x[i]
+        w = F4(h) * 2.0 + 1.0
+        wide[i] = w
+        y[i] = H4(w) + h * f16(0.5)  # back to f16 lanes, then arithmetic in f16 lanes
+        y[i].w = h.x
+        pairs[i] = Vec[f16, 2](h.y, h.z)
+
+
+def test_f16_vectors_load_convert_and_store(client: Any) -> None:
+    if "f16" not in client.capabilities.dtypes:
+        pytest.skip(f"{client.backend} declares no f16")
+    n = 96
+    xs = ((RNG.random((n, 4)) - 0.5) * 8).astype(np.float16)
+    x = client.create(xs)
+    y, pairs, wide = client.empty(n * 8), client.empty(n * 4), client.empty(n * 16)
+    _launch(vec_half, client, n, x, y, pairs, wide)
+    w = xs.astype(np.float32) * 2 + 1
+    np.testing.assert_array_equal(client.to_numpy(wide, "f32").reshape(n, 4), w)
+    want = w.astype(np.float16) + xs * np.float16(0.5)
+    want[:, 3] = xs[:, 0]
+    np.testing.assert_allclose(client.to_numpy(y, "f16").reshape(n, 4).astype(np.float32),
+                               want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    np.testing.assert_array_equal(client.to_numpy(pairs, "f16").reshape(n, 2), xs[:, 1:3])

@@ -12,11 +12,11 @@ import pytest
 
 from cubeplug import ValidationError, std
 from cubeplug.std.matmul import (
+    IO_DTYPES,
     MATMUL,
     PLANS,
     REG_4X4_VEC,
     STAGING_VARIANTS,
-    VECTOR_DTYPES,
     host_matmul,
     reg,
     strategy,
@@ -82,7 +82,7 @@ def test_every_candidate_in_every_dtype(client: Any, name: str, shape: tuple[int
             got = client.to_numpy(tunable.fn(client, ha, hb, m, n, k, None, name), name, (m, n))
             _check(got, a, b, f"{tunable.name} {name} {shape}")
             ran.append(tunable.name)
-    vec = name in VECTOR_DTYPES and k % 4 == 0 and n % 4 == 0
+    vec = name in IO_DTYPES and k % 4 == 0 and n % 4 == 0
     acc = 4 if name == "f16" else a.dtype.itemsize
     fits = {t for t, plan in PLANS.items() if plan.shared * acc <= client.capabilities.max_shared_bytes}
     assert set(ran) == {t for t in fits if vec or not PLANS[t].vec}, ran
@@ -102,11 +102,11 @@ def test_public_matmul_autotunes_and_writes_out(client: Any, name: str) -> None:
     _check(client.to_numpy(out, name, (m, n)), a, b)
 
 
-def test_the_key_holds_the_dtype_and_float4_only_where_vectors_exist(client: Any) -> None:
+def test_the_key_holds_the_dtype_and_4_lane_io_only_where_the_dtype_has_it(client: Any) -> None:
     h = client.empty(1024)
     keys = {name: MATMUL.key(client, "full", h, h, 8, 8, 8, None, name) for name in DTYPES}
     assert len({str(key) for key in keys.values()}) == len(DTYPES)
-    assert [name for name, key in keys.items() if key["vec"]] == list(VECTOR_DTYPES)
+    assert [name for name, key in keys.items() if key["vec"]] == ["f16", "f32", "i32", "u32"]
     assert not MATMUL.key(client, "full", h, h, 8, 7, 8, None, "f32")["vec"]
 
 
@@ -180,7 +180,7 @@ def test_nan_and_inf_propagate(client: Any, name: str) -> None:
             _check(got, a, b, tunable.name)
 
 
-@pytest.mark.parametrize("name", ("f32", "i32"))
+@pytest.mark.parametrize("name", ("f32", "i32", "f16"))
 @pytest.mark.parametrize("shape", ((33, 132, 8), (70, 68, 36)), ids=lambda s: "x".join(map(str, s)))
 def test_other_stagings_are_exact(client: Any, name: str, shape: tuple[int, int, int]) -> None:
     m, n, k = shape
