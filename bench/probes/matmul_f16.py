@@ -1,11 +1,12 @@
 """Every f16 (f32-accumulating) candidate of ``std.matmul`` timed on each backend (a probe).
 
-    PYTHONPATH=. python bench/probes/matmul_f16.py [size] [backend ...]
+    PYTHONPATH=. python bench/probes/matmul_f16.py [size] [backend ...] [--variants]
 
 Vulkan's f16 matmul ran at 1.45x CUDA's time on the H200 where its f32 matmul ran at 1.07x: this
 times every candidate that takes f16 (device timestamps, rounds alternating the candidates, median
 ms per call and TFLOP/s) on each backend, f32 beside it, so that the candidate each backend's
-tuner picks and the gap of each can be read off.
+tuner picks and the gap of each can be read off. ``--variants`` adds std's bench-only stagings
+(``STAGING_VARIANTS``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ mm = importlib.import_module("cubeplug.std.matmul")
 SKIP = ("naive", "tiled_8")  # far slower at this size: minutes of device time for nothing
 
 
-def per_backend(selector: str, size: int, rounds: int = 5) -> dict[str, Any]:
+def per_backend(selector: str, size: int, variants: bool, rounds: int = 5) -> dict[str, Any]:
     client = cubeplug.client(selector)
     out: dict[str, Any] = {"device": str(client.device)}
     rng = np.random.default_rng(0)
@@ -36,7 +37,8 @@ def per_backend(selector: str, size: int, rounds: int = 5) -> dict[str, Any]:
         ha, hb = client.create(a), client.create(b)
         hc = client.empty(a.itemsize * size * size)
         key = mm.matmul_key(client, "balanced", ha, hb, size, size, size, hc, dtype)
-        plans = {n: p for n, p in mm.PLANS.items() if n not in SKIP and p.fits(client, key)}
+        every = {**mm.PLANS, **(mm.STAGING_VARIANTS if variants else {})}
+        plans = {n: p for n, p in every.items() if n not in SKIP and p.fits(client, key)}
         want = a.astype(np.float64) @ b.astype(np.float64)
         for name, plan in plans.items():
             mm.launch(client, plan, ha, hb, hc, size, size, size, dtype)
@@ -63,9 +65,12 @@ def per_backend(selector: str, size: int, rounds: int = 5) -> dict[str, Any]:
 
 
 def main() -> None:
-    size = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
-    backends = sys.argv[2:] or ["cuda", "webgpu"]
-    print(json.dumps({"size": size, "backends": {s: per_backend(s, size) for s in backends}}, indent=1))
+    args = [a for a in sys.argv[1:] if a != "--variants"]
+    size = int(args[0]) if args else 4096
+    backends = args[1:] or ["cuda", "webgpu"]
+    variants = "--variants" in sys.argv
+    out = {s: per_backend(s, size, variants) for s in backends}
+    print(json.dumps({"size": size, "backends": out}, indent=1))
 
 
 if __name__ == "__main__":
