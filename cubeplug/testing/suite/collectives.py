@@ -8,7 +8,9 @@ several clients of one device. Each participant calls from a thread of its own, 
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -227,6 +229,27 @@ class TestCollectives:
             want = expected(parts, op)
             for r, (c, o) in enumerate(zip(peers, outs)):
                 check(c.to_numpy(o, dtype), want[r * n : (r + 1) * n])
+
+    def test_a_dropped_peer_is_released(self, cubeplug_backend: Any, cubeplug_peers: list[Any]) -> None:
+        """A client's cached seat of a devices list holds the peers weakly: a peer dropped after
+        collectives (closed first, which every backend's device wants) is collected, and the seat
+        of the list goes with it. (An all_gather: the portable all_reduce launches a cubeplug.lang
+        kernel, whose launchers keep every client that launched it.)"""
+        a, b = cubeplug_peers[0], cubeplug_backend.fresh()
+        pair = [a, b]
+        xs = [c.asarray(np.full(4, r + 1, np.int32)) for r, c in enumerate(pair)]
+        ys = [c.asarray(np.zeros(8, np.int32)) for c in pair]
+        for _ in range(2):  # the second call finds the seat
+            ok(each(pair, "all_gather", xs, ys))
+        np.testing.assert_array_equal(ys[0].numpy(), np.repeat(np.array([1, 2], np.int32), 4))
+        seats = len(a.collective_seats)
+        gone = weakref.ref(b)
+        b.close()
+        del b, pair, xs, ys
+        gc.collect()
+        assert gone() is None, "the dropped peer is still referenced (by the seats of its peers?)"
+        assert len(a.collective_seats) == seats - 1
+        TestCollectiveErrors.still_work(cubeplug_peers)  # the others keep working
 
 
 class TestCollectiveErrors:
