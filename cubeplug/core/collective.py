@@ -245,17 +245,20 @@ class _Seat:
         self.arrays: dict[int, tuple[weakref.ref[Any], int, Handle]] = {}
 
     def handles(self, client: Any, call: Call, src: Any, dst: Any) -> tuple[Handle | None, Handle]:
-        """:func:`_handles`, with the Arrays checked before only checked for a dropped handle."""
+        """:func:`_handles`, with the Arrays checked before only checked for a dropped handle (and
+        the None a broadcast's other ranks may pass as ``src`` taken as it is)."""
         arrays = self.arrays
         itemsize = int(DTYPES[call.dtype].itemsize)
+        # A broadcast's src=None (another rank's): what _handles gives it, with no Array to look up.
+        no_src = src is None and call.kind == "broadcast" and call.root != self.rank
         found = []
-        for obj in (src, dst):
+        for obj in (dst,) if no_src else (src, dst):
             known = arrays.get(id(obj))
             if known is None or known[0]() is not obj or known[1] != itemsize or known[2].token is None:
                 break
             found.append(known[2])
         else:
-            return found[0], found[1]
+            return (None, found[0]) if no_src else (found[0], found[1])
         src_h, dst_h = _handles(client, call, src, dst, self.rank)
         if len(arrays) >= self.LIMIT:
             arrays.clear()

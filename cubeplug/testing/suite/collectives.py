@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import cubeplug.collectives  # noqa: F401 - installs the portable collectives for clients built here
+from cubeplug.core import collective
 from cubeplug.core.errors import (
     BackendUnavailableError,
     CaptureError,
@@ -205,6 +206,34 @@ class TestCollectives:
             ok(each(peers, "broadcast", srcs, outs, root, dtype=dtype))
             for c, o in zip(peers, outs):
                 check(c.to_numpy(o, dtype), data)
+
+    def test_a_repeated_broadcast_finds_its_checked_handles(
+        self, cubeplug_peers: list[Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The ranks that pass ``src=None`` find their checked handles in their seats at the next
+        call, as the root does (none checks them again); the root's None is still refused."""
+        peers = cubeplug_peers
+        built: list[int] = []  # the ranks whose handles were checked anew
+        real = collective._handles
+
+        def counted(client: Any, call: Any, src: Any, dst: Any, rank: int) -> Any:
+            built.append(rank)
+            return real(client, call, src, dst, rank)
+
+        monkeypatch.setattr(collective, "_handles", counted)
+        root = len(peers) - 1
+        data = sample("i32", 11, 7)
+        srcs = [peers[root].asarray(data) if r == root else None for r in range(len(peers))]
+        outs = [c.asarray(np.zeros_like(data)) for c in peers]
+        for i in range(3):
+            built.clear()
+            ok(each(peers, "broadcast", srcs, outs, root))
+            for o in outs:
+                np.testing.assert_array_equal(o.numpy(), data)
+            assert sorted(built) == (list(range(len(peers))) if i == 0 else []), (i, built)
+        errors = each(peers, "broadcast", [None] * len(peers), outs, root, timeout=30)
+        assert isinstance(errors[root], ValidationError), errors[root]
+        assert all(isinstance(e, CollectiveAbortedError) for r, e in enumerate(errors) if r != root), errors
 
     def test_all_gather(self, cubeplug_peers: list[Any]) -> None:
         peers = cubeplug_peers
