@@ -241,7 +241,8 @@ class _Seat:
         self.peers: list[weakref.ref[Any]] = []
         self.calls: dict[tuple[Any, ...], Call] = {}
         #: Arrays already checked (contiguous, of this client: fixed for an Array's life), by id:
-        #: (a weak reference that proves it is the same Array, item size, its handle).
+        #: (a weak reference that proves it is the same Array and removes the entry when the Array
+        #: is collected, item size, its handle).
         self.arrays: dict[int, tuple[weakref.ref[Any], int, Handle]] = {}
 
     def handles(self, client: Any, call: Call, src: Any, dst: Any) -> tuple[Handle | None, Handle]:
@@ -264,7 +265,9 @@ class _Seat:
             arrays.clear()
         for obj, h in ((src, src_h), (dst, dst_h)):
             if type(obj) is Array and h is not None:
-                arrays[id(obj)] = (weakref.ref(obj), itemsize, h)
+                # The entry goes when the Array does: its handle would keep the memory in use.
+                gone = functools.partial(_forget_array, arrays, id(obj))
+                arrays[id(obj)] = (weakref.ref(obj, gone), itemsize, h)
         return src_h, dst_h
 
     def call(
@@ -322,6 +325,15 @@ def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
             seats.clear()
         seats[key] = seat
     return seat
+
+
+def _forget_array(
+    arrays: dict[int, tuple[weakref.ref[Any], int, Handle]], key: int, ref: weakref.ref[Any]
+) -> None:
+    """An Array a seat checked was collected: its entry (if still this one) and handle go."""
+    entry = arrays.get(key)
+    if entry is not None and entry[0] is ref:
+        del arrays[key]
 
 
 #: The hash of an object that compares by identity (a ComputeClient's).

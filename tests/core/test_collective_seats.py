@@ -96,3 +96,25 @@ def test_seats_of_index_lists_are_found_by_value(joins: list[int]) -> None:
             client.all_reduce(x, x, devices=[2**61 - 1])  # hashes as 0 does: the values are compared
     finally:
         client.close()
+
+
+def test_an_array_dropped_after_a_collective_frees_its_memory() -> None:
+    """The seat remembers the Arrays it checked; a collected Array's entry (and its handle, which
+    holds the memory) goes at once, not when 32 other Arrays have been seen."""
+    client = make_cpu_client()
+    try:
+        kept = client.asarray(np.ones(16, np.float32))
+        x = client.asarray(np.ones(1 << 16, np.float32))
+        for _ in range(2):
+            client.all_reduce(x, x, devices=[client])
+            client.all_reduce(kept, kept, devices=[client])
+        client.sync()
+        in_use = client.memory_usage().bytes_in_use
+        del x
+        gc.collect()
+        client.sync()
+        assert client.memory_usage().bytes_in_use == in_use - (1 << 18)
+        client.all_reduce(kept, kept, devices=[client])  # the other entry still serves
+        np.testing.assert_array_equal(kept.numpy(), np.ones(16, np.float32))
+    finally:
+        client.close()
