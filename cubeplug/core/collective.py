@@ -333,7 +333,7 @@ def _forget_array(
     """An Array a seat checked was collected: its entry (if still this one) and handle go."""
     entry = arrays.get(key)
     if entry is not None and entry[0] is ref:
-        del arrays[key]
+        arrays.pop(key, None)  # (another thread may have cleared the dict meanwhile)
 
 
 #: The hash of an object that compares by identity (a ComputeClient's).
