@@ -31,6 +31,7 @@ installs itself here with :func:`install_portable` when :mod:`cubeplug.collectiv
 
 from __future__ import annotations
 
+import functools
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -223,38 +224,50 @@ def _queue_all(impl: Collectives, group: Group, rnd: Round, rank: int) -> None:
 class _Seat:
     """A client's place in the group of one ``devices`` list, and the calls it checked there."""
 
-    __slots__ = ("arrays", "calls", "group", "rank")
+    __slots__ = ("arrays", "calls", "group", "indices", "peers", "rank")
 
     #: A client keeps the seats of this many ``devices`` lists, and a seat the checked handles of
     #: this many Arrays (more: they start again).
     LIMIT = 32
 
-    def __init__(self, group: Group, rank: int) -> None:
+    def __init__(self, group: Group, rank: int, indices: tuple[Any, ...] | None) -> None:
         self.group = group
         self.rank = rank
+        #: The items of a list of device indices (None for a list of clients), which a hit compares:
+        #: the key holds only their hashes.
+        self.indices = indices
+        #: A list of clients: weak references to them, whose callbacks remove the seat from the
+        #: client's seats when one of them is collected (see :func:`_seat`).
+        self.peers: list[weakref.ref[Any]] = []
         self.calls: dict[tuple[Any, ...], Call] = {}
         #: Arrays already checked (contiguous, of this client: fixed for an Array's life), by id:
-        #: (a weak reference that proves it is the same Array, item size, its handle).
+        #: (a weak reference that proves it is the same Array and removes the entry when the Array
+        #: is collected, item size, its handle).
         self.arrays: dict[int, tuple[weakref.ref[Any], int, Handle]] = {}
 
     def handles(self, client: Any, call: Call, src: Any, dst: Any) -> tuple[Handle | None, Handle]:
-        """:func:`_handles`, with the Arrays checked before only checked for a dropped handle."""
+        """:func:`_handles`, with the Arrays checked before only checked for a dropped handle (and
+        the None a broadcast's other ranks may pass as ``src`` taken as it is)."""
         arrays = self.arrays
         itemsize = int(DTYPES[call.dtype].itemsize)
+        # A broadcast's src=None (another rank's): what _handles gives it, with no Array to look up.
+        no_src = src is None and call.kind == "broadcast" and call.root != self.rank
         found = []
-        for obj in (src, dst):
+        for obj in (dst,) if no_src else (src, dst):
             known = arrays.get(id(obj))
             if known is None or known[0]() is not obj or known[1] != itemsize or known[2].token is None:
                 break
             found.append(known[2])
         else:
-            return found[0], found[1]
+            return (None, found[0]) if no_src else (found[0], found[1])
         src_h, dst_h = _handles(client, call, src, dst, self.rank)
         if len(arrays) >= self.LIMIT:
             arrays.clear()
         for obj, h in ((src, src_h), (dst, dst_h)):
             if type(obj) is Array and h is not None:
-                arrays[id(obj)] = (weakref.ref(obj), itemsize, h)
+                # The entry goes when the Array does: its handle would keep the memory in use.
+                gone = functools.partial(_forget_array, arrays, id(obj))
+                arrays[id(obj)] = (weakref.ref(obj, gone), itemsize, h)
         return src_h, dst_h
 
     def call(
@@ -274,25 +287,65 @@ class _Seat:
 
 
 def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
-    """The client's seat for ``devices``: cached by the items themselves (clients compare by
-    identity, indices by value); joined, and checked, the first time and again once the group
-    closed (a member's client closed)."""
+    """The client's seat for ``devices``, cached by the items' hashes and types; joined, and
+    checked, the first time and again once the group closed (a member's client closed).
+
+    The cache holds no peer client: a client's hash is its identity (no two live objects share
+    it), which the seat holds weakly, and the collection of any client of the list removes the seat
+    (the weak reference's callback runs before the address can be reused, so a hash in a key
+    always names the client it was made for). An index's hash is its value, which a hit compares
+    (hashes of distinct integers can be equal). Keyed by the clients themselves, a long-lived
+    client kept every peer it ever met (with its device memory) until 32 other lists were seen."""
     seats: dict[tuple[Any, ...], _Seat] = client.collective_seats
     try:
-        # The items' types too: True and 1 are equal keys, but only the int is a device index.
-        key: tuple[Any, ...] | None = (*devices, *(type(d) for d in devices))
+        # The items' types too: True and 1 are equal values, but only the int is a device index.
+        key: tuple[Any, ...] | None = (*map(hash, devices), *map(type, devices))
         seat = seats.get(key)  # type: ignore[arg-type]
     except TypeError:  # not a sequence, or unhashable items: _join says what is wrong
         key = seat = None
-    if seat is not None and not seat.group.closed and not client.closed:
+    if (
+        seat is not None
+        and not seat.group.closed
+        and not client.closed
+        and (seat.indices is None or seat.indices == tuple(devices))
+    ):
         return seat
-    group, rank = _join(client, devices)
-    seat = _Seat(group, rank)
+    group, rank, by_client = _join(client, devices)
+    seat = _Seat(group, rank, None if by_client else tuple(devices))
+    if key is not None and by_client:
+        gone = functools.partial(_forget_seat, weakref.ref(client), key)
+        try:
+            seat.peers = [weakref.ref(d, gone) for d in devices]
+        except TypeError:  # a stand-in for a client that takes no weak reference: not cached
+            key = None
+        if any(type(d).__hash__ is not _IDENTITY_HASH for d in devices):
+            key = None  # nor one whose hash is no identity
     if key is not None:
         if len(seats) >= _Seat.LIMIT:
             seats.clear()
         seats[key] = seat
     return seat
+
+
+def _forget_array(
+    arrays: dict[int, tuple[weakref.ref[Any], int, Handle]], key: int, ref: weakref.ref[Any]
+) -> None:
+    """An Array a seat checked was collected: its entry (if still this one) and handle go."""
+    entry = arrays.get(key)
+    if entry is not None and entry[0] is ref:
+        arrays.pop(key, None)  # (another thread may have cleared the dict meanwhile)
+
+
+#: The hash of an object that compares by identity (a ComputeClient's).
+_IDENTITY_HASH: Any = object.__hash__
+
+
+def _forget_seat(client: weakref.ref[Any], key: tuple[Any, ...], _: Any) -> None:
+    """A client listed in the seat under ``key`` was collected: the seat goes from ``client``'s
+    seats (its key may name another object from now on)."""
+    found = client()
+    if found is not None:
+        found.collective_seats.pop(key, None)
 
 
 def prepare(
@@ -311,8 +364,9 @@ def _call(
     return Call(kind, _op(kind, op), _dtype(client, impl, src, dst, dtype), _root(kind, root, size))
 
 
-def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
-    """The group of ``devices`` and the caller's rank in it."""
+def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int, bool]:
+    """The group of ``devices``, the caller's rank in it, and whether ``devices`` lists clients
+    (else device indices)."""
     if client.closed:
         raise CollectiveAbortedError(
             f"a collective on a closed client ({client.device}): get a new client with cubeplug.client()"
@@ -361,7 +415,7 @@ def _join(client: Any, devices: Sequence[Any]) -> tuple[Group, int]:
             f"participant calls the collective with the list that includes it"
         )
     group = RENDEZVOUS.group((client.backend, "clients" if by_client else "indices", *keys), names)
-    return group, keys.index(mine)
+    return group, keys.index(mine), by_client
 
 
 def forget(server_id: int) -> None:

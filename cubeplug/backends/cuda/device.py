@@ -171,10 +171,19 @@ class DeviceGuard:
         return bool(self._local.__dict__)
 
 
+# Two guards of the current device, which differ in what they restore (either one in the other's
+# place would cost a call per use, or leave a wrong device current):
+# - on_device(d) makes ``d`` current for a body that keeps it so (an allocation, a compilation) and
+#   undoes only its own change: with ``d`` current already (the usual case on the allocation path,
+#   which is hot) it costs one getDevice and restores nothing, trusting the body.
+# - current_device_kept() sets nothing and restores whatever the body changed (the NCCL calls of a
+#   round, each made on its own server's device): one getDevice more, after the body, always.
+# on_device(runtime.getDevice()) is no current_device_kept: it would leave the body's last device
+# current. tests/backends/cuda/test_units.py pins both behaviours.
 @contextmanager
 def current_device_kept() -> Iterator[None]:
     """Run a block that may make other devices current (each server's guard does), then give the
-    calling thread back the device that was current before it."""
+    calling thread back the device that was current before it (whatever the block left current)."""
     from cupy.cuda import runtime
 
     prev = runtime.getDevice()
@@ -187,7 +196,8 @@ def current_device_kept() -> Iterator[None]:
 
 @contextmanager
 def on_device(device: int) -> Iterator[None]:
-    """Run a block with ``device`` current, restoring the previous device after."""
+    """Run a block with ``device`` current, restoring the previous device after if this changed it
+    (the block must not change the device itself: see the note above)."""
     from cupy.cuda import runtime
 
     prev = runtime.getDevice()

@@ -284,20 +284,14 @@ class CudaTransfers(ComputeServer):
         total = sum(sizes)
         pool, wait = self.pinned, self.streams.wait_event_sync
         if total > READ_CHUNK:
-            chunks = self._read_staged(stream, srcs, sizes)
+            chunks = self._copy_to_chunks(stream, srcs, sizes)
             event = chunks[0].event
 
             def finish() -> list[bytes]:
                 return cast("list[bytes]", drain_chunks(chunks, sizes, wait, pool.give))
 
         else:  # one chunk (every small read): the same with less Python
-            block = pool.take(total)
-            offset = 0
-            for src, n in zip(srcs, sizes, strict=True):
-                if n:
-                    self._memcpy(block.ptr + offset, src, n, D2H, stream.ptr)
-                offset += n
-            event = self.streams.flush(stream)
+            block, event = self._copy_to_block(stream, srcs, sizes)
 
             def finish() -> list[bytes]:
                 array, out, at = block.array, [], 0
@@ -311,8 +305,29 @@ class CudaTransfers(ComputeServer):
         self._completer.submit(future)
         return future
 
-    def _read_staged(self, stream: CudaStream, srcs: list[int], sizes: list[int]) -> list[StagedChunk]:
-        """Queue the copies of a staged read into pinned chunks, each followed by its event."""
+    def _copy_to_block(
+        self, stream: CudaStream, srcs: list[int], sizes: list[int]
+    ) -> tuple[PinnedBlock, Any]:
+        """Queue copies of the device ranges ``srcs`` (``sizes`` bytes each), end to end, into one
+        block of the pinned pool, then record an event: (the block, the event). The caller gives
+        the block back once it is done with it."""
+        block = self.pinned.take(sum(sizes))
+        try:
+            offset = 0
+            for src, n in zip(srcs, sizes, strict=True):
+                if n:
+                    self._memcpy(block.ptr + offset, src, n, D2H, stream.ptr)
+                offset += n
+            return block, self.streams.flush(stream)
+        except BaseException as e:
+            self._give_back_queued(stream, [block])
+            if isinstance(e, self._rt.CUDARuntimeError):
+                raise map_cuda_error(e, "a device-to-host copy") from e
+            raise
+
+    def _copy_to_chunks(self, stream: CudaStream, srcs: list[int], sizes: list[int]) -> list[StagedChunk]:
+        """Queue the copies of a read, end to end, into pinned chunks of :data:`READ_CHUNK` bytes,
+        each followed by its event (:func:`drain_chunks` copies them out)."""
         chunks: list[StagedChunk] = []
         taken: list[PinnedBlock] = []
         try:
@@ -323,17 +338,22 @@ class CudaTransfers(ComputeServer):
                     self._memcpy(block.ptr + into, srcs[item] + at, n, D2H, stream.ptr)
                 chunks.append(StagedChunk(block, pieces, self.streams.flush(stream)))
         except BaseException as e:
-            try:  # blocks with queued copies are reused once the stream passed them
-                event = self.streams.flush(stream)
-            except BaseException:
-                event = None  # the context is gone: they stay out of the pool until it closes
-            if event is not None:
-                for block in taken:
-                    self.pinned.give(block, event)
+            self._give_back_queued(stream, taken)
             if isinstance(e, self._rt.CUDARuntimeError):
                 raise map_cuda_error(e, "a device-to-host copy") from e
             raise
         return chunks
+
+    def _give_back_queued(self, stream: CudaStream, blocks: list[PinnedBlock]) -> None:
+        """Return the pinned blocks of copies that failed part-way: reused once the stream passed the
+        copies already queued into them (when the context is gone and no event can be recorded,
+        they stay out of the pool until it closes)."""
+        try:
+            event = self.streams.flush(stream)
+        except BaseException:
+            return
+        for block in blocks:
+            self.pinned.give(block, event)
 
     def _read_snapshot(
         self, stream_id: int, stream: CudaStream, srcs: list[int], sizes: list[int]
@@ -419,15 +439,7 @@ class CudaTransfers(ComputeServer):
         src = self._ptr(handle)
         pool = self.pinned
         with self.multistream.resolve(stream_id, (handle,)) as res:
-            block = pool.take(n)
-            try:
-                self._memcpy(block.ptr, src, n, D2H, res.stream.ptr)
-                event = self.streams.flush(res.stream)
-            except BaseException as e:
-                pool.give(block)  # nothing is left writing into it
-                if isinstance(e, self._rt.CUDARuntimeError):
-                    raise map_cuda_error(e, "a device-to-host copy") from e
-                raise
+            block, event = self._copy_to_block(res.stream, [src], [n])
 
         def finish() -> StagedRead:
             return StagedRead(block.array[:n].data, lambda: pool.give(block))

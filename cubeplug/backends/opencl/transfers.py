@@ -14,14 +14,14 @@ does all this.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from cubeplug.backends.opencl.devices import DeviceContext
-from cubeplug.backends.opencl.staging import READ_STAGING_MAX, StagingPool
+from cubeplug.backends.opencl.staging import READ_STAGING_MAX, StagingChunk, StagingPool
 from cubeplug.backends.opencl.stream import EventWaiter, OpenCLStreams
 from cubeplug.plugin import (
     ComputeServer,
@@ -35,6 +35,8 @@ from cubeplug.plugin import (
     repeated_byte,
     staging_sizes,
 )
+
+R = TypeVar("R")
 
 
 class OpenCLTransfers(ComputeServer):
@@ -130,23 +132,61 @@ class OpenCLTransfers(ComputeServer):
         """Queue copies of the handles into one pooled pinned chunk (into fresh host buffers when the
         read is larger than ``staging.read_max``); the waiter thread turns them into bytearrays, gives
         the chunk back and completes the future, so the caller never blocks."""
-        future: Future[list[bytes]] = Future()
         sizes = [h.size for h in handles]
         total = sum(sizes)
-        # held: the chunk or the host buffers the copies write, kept until they completed.
-        held: list[Any] = []
-        starts = [0]
-        for n in sizes:
-            starts.append(starts[-1] + n)
-        staged = 0 < total <= self.staging.read_max
-        if staged:
-            held.append(self.staging.take(total))
-            host = held[0].array
-            targets = [host[starts[i] : starts[i + 1]] for i in range(len(sizes))]
-            del host
-        else:
-            held.extend(host_buffer(n) for n in sizes)  # no zero-fill: the copies write them whole
-            targets = [np.frombuffer(out, dtype=np.uint8) for out in held]
+        if 0 < total <= self.staging.read_max:
+
+            def copied_out(chunk: StagingChunk) -> list[bytes]:
+                array, outs, at = chunk.array, [], 0
+                for n in sizes:
+                    outs.append(host_copy(array[at : at + n]))
+                    at += n
+                return outs  # type: ignore[return-value]
+
+            return self._read_chunk(stream_id, handles, total, copied_out)
+        outs = [host_buffer(n) for n in sizes]  # no zero-fill: the copies write them whole
+        targets = [np.frombuffer(out, dtype=np.uint8) for out in outs]
+        held: list[Any] = [outs]
+        return self._read_into(stream_id, handles, targets, held, lambda: held.pop())
+
+    def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
+        """``handle``'s bytes in a pooled staging chunk (a mapped ``ALLOC_HOST_PTR`` buffer: DMA on a
+        GPU driver), lent until the copy to another backend that writes from it releases it. A
+        chunk on every device, unlike :meth:`read` on one whose memory is the host's: nothing
+        copies the bytes out of it, so it costs no second memcpy there either."""
+        n = handle.size
+        if n == 0 or n > READ_STAGING_MAX:
+            return super().read_staged(handle, stream_id)
+
+        def lent(chunk: StagingChunk) -> StagedRead:
+            kept = [chunk]  # back to the pool at release, when the last reference goes
+            return StagedRead(chunk.array[:n].data, kept.clear)
+
+        return self._read_chunk(stream_id, [handle], n, lent)
+
+    def _read_chunk(
+        self, stream_id: int, handles: list[Handle], total: int, finish: Callable[[StagingChunk], R]
+    ) -> Future[R]:
+        """Copy the handles, end to end, into one pooled staging chunk of ``total`` bytes; the
+        future's result is ``finish(chunk)``, called on the waiter thread once the copies completed
+        (the chunk goes back to the pool when the last reference to it goes: after ``finish``
+        returned, unless its result keeps it)."""
+        held = [self.staging.take(total)]
+        host, targets, at = held[0].array, [], 0
+        for h in handles:
+            targets.append(host[at : at + h.size])
+            at += h.size
+        del host
+        return self._read_into(stream_id, handles, targets, held, lambda: finish(held.pop()))
+
+    def _read_into(
+        self, stream_id: int, handles: list[Handle], targets: list[np.ndarray], held: list[Any],
+        finish: Callable[[], R],
+    ) -> Future[R]:  # fmt: skip
+        """Queue a copy of each handle into its host ``target`` (memory that ``held`` keeps alive)
+        in stream order; the waiter thread completes the future with ``finish()`` once the copies
+        completed (or with their error, dropping ``held``). The caller never blocks."""
+        future: Future[R] = Future()
         events = []
         with self.multistream.resolve(stream_id, handles) as resolved:
             queue = resolved.stream
@@ -169,45 +209,12 @@ class OpenCLTransfers(ComputeServer):
                 held.clear()
                 future.set_exception(error)
                 return
-            if staged:
-                chunk = held.pop()
-                outs = [host_copy(chunk.array[starts[i] : starts[i + 1]]) for i in range(len(sizes))]
-                del chunk  # back to the pool before the caller sees the result
-            else:
-                outs = held[:]
-                held.clear()
-            future.set_result(outs)  # type: ignore[arg-type]
-
-        self.waiter.submit(marker, done)
-        return future
-
-    def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
-        """``handle``'s bytes in a pooled staging chunk (a mapped ``ALLOC_HOST_PTR`` buffer: DMA on a
-        GPU driver), lent until the copy to another backend that writes from it releases it. A
-        chunk on every device, unlike :meth:`read` on one whose memory is the host's: nothing
-        copies the bytes out of it, so it costs no second memcpy there either."""
-        n = handle.size
-        if n == 0 or n > READ_STAGING_MAX:
-            return super().read_staged(handle, stream_id)
-        future: Future[StagedRead] = Future()
-        held = [self.staging.take(n)]  # back to the pool when the last reference goes
-        with self.multistream.resolve(stream_id, (handle,)) as resolved:
-            queue = resolved.stream
             try:
-                region = handle.memory().storage
-                events = [self._copy(queue, held[0].array[:n], self._pages[region.id],
-                                     src_offset=region.offset + handle.start, is_blocking=False)]  # fmt: skip
-                marker = self.streams.flush(queue)
-            except self._cl.Error as e:
-                raise LaunchError(f"reading back failed on {self.ctx.name}: {e}") from e
-
-        def done(error: BaseException | None) -> None:
-            events.clear()
-            if error is not None:
-                held.clear()
-                future.set_exception(error)
+                result = finish()
+            except BaseException as exc:  # (a MemoryError copying out): the caller hears of it
+                future.set_exception(exc)
                 return
-            future.set_result(StagedRead(held[0].array[:n].data, held.clear))
+            future.set_result(result)
 
         self.waiter.submit(marker, done)
         return future

@@ -8,7 +8,9 @@ several clients of one device. Each participant calls from a thread of its own, 
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -16,6 +18,7 @@ import numpy as np
 import pytest
 
 import cubeplug.collectives  # noqa: F401 - installs the portable collectives for clients built here
+from cubeplug.core import collective
 from cubeplug.core.errors import (
     BackendUnavailableError,
     CaptureError,
@@ -204,6 +207,34 @@ class TestCollectives:
             for c, o in zip(peers, outs):
                 check(c.to_numpy(o, dtype), data)
 
+    def test_a_repeated_broadcast_finds_its_checked_handles(
+        self, cubeplug_peers: list[Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The ranks that pass ``src=None`` find their checked handles in their seats at the next
+        call, as the root does (none checks them again); the root's None is still refused."""
+        peers = cubeplug_peers
+        built: list[int] = []  # the ranks whose handles were checked anew
+        real = collective._handles
+
+        def counted(client: Any, call: Any, src: Any, dst: Any, rank: int) -> Any:
+            built.append(rank)
+            return real(client, call, src, dst, rank)
+
+        monkeypatch.setattr(collective, "_handles", counted)
+        root = len(peers) - 1
+        data = sample("i32", 11, 7)
+        srcs = [peers[root].asarray(data) if r == root else None for r in range(len(peers))]
+        outs = [c.asarray(np.zeros_like(data)) for c in peers]
+        for i in range(3):
+            built.clear()
+            ok(each(peers, "broadcast", srcs, outs, root))
+            for o in outs:
+                np.testing.assert_array_equal(o.numpy(), data)
+            assert sorted(built) == (list(range(len(peers))) if i == 0 else []), (i, built)
+        errors = each(peers, "broadcast", [None] * len(peers), outs, root, timeout=30)
+        assert isinstance(errors[root], ValidationError), errors[root]
+        assert all(isinstance(e, CollectiveAbortedError) for r, e in enumerate(errors) if r != root), errors
+
     def test_all_gather(self, cubeplug_peers: list[Any]) -> None:
         peers = cubeplug_peers
         for dtype in dtypes_of(peers):
@@ -227,6 +258,27 @@ class TestCollectives:
             want = expected(parts, op)
             for r, (c, o) in enumerate(zip(peers, outs)):
                 check(c.to_numpy(o, dtype), want[r * n : (r + 1) * n])
+
+    def test_a_dropped_peer_is_released(self, cubeplug_backend: Any, cubeplug_peers: list[Any]) -> None:
+        """A client's cached seat of a devices list holds the peers weakly: a peer dropped after
+        collectives (closed first, which every backend's device wants) is collected, and the seat
+        of the list goes with it. (An all_gather: the portable all_reduce launches a cubeplug.lang
+        kernel, whose launchers keep every client that launched it.)"""
+        a, b = cubeplug_peers[0], cubeplug_backend.fresh()
+        pair = [a, b]
+        xs = [c.asarray(np.full(4, r + 1, np.int32)) for r, c in enumerate(pair)]
+        ys = [c.asarray(np.zeros(8, np.int32)) for c in pair]
+        for _ in range(2):  # the second call finds the seat
+            ok(each(pair, "all_gather", xs, ys))
+        np.testing.assert_array_equal(ys[0].numpy(), np.repeat(np.array([1, 2], np.int32), 4))
+        seats = len(a.collective_seats)
+        gone = weakref.ref(b)
+        b.close()
+        del b, pair, xs, ys
+        gc.collect()
+        assert gone() is None, "the dropped peer is still referenced (by the seats of its peers?)"
+        assert len(a.collective_seats) == seats - 1
+        TestCollectiveErrors.still_work(cubeplug_peers)  # the others keep working
 
 
 class TestCollectiveErrors:

@@ -7,6 +7,8 @@ portable path and the rendezvous are covered on every backend by the conformance
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +16,8 @@ import numpy as np
 import pytest
 
 from cubeplug.core.errors import CollectiveUnavailableError
-from cubeplug.testing.suite.collectives import OPS, expected, ok, sample, together
+from cubeplug.testing.backend import BackendUnderTest
+from cubeplug.testing.suite.collectives import OPS, each, expected, ok, sample, together
 from tests.backends.cuda.conftest import gpu_skip_reason
 
 pytestmark = pytest.mark.gpu
@@ -108,3 +111,25 @@ def test_peer_to_client_both_ways(pair: list[Any], direction: tuple[int, int]) -
     moved = a.to_client(src.offset_start(12), b)
     assert moved.owner is b.server
     np.testing.assert_array_equal(b.to_numpy(moved, "f32"), data[3:])
+
+
+def test_a_peer_of_nccl_collectives_is_collected_once_dropped(pair: list[Any]) -> None:
+    """The NCCL path keeps no peer either: cuda:1's client, closed after NCCL collectives (an
+    all_reduce, and a broadcast whose other rank passes None), is collected, and cuda:0's seat of
+    the list goes with it."""
+    a = pair[0]
+    b = BackendUnderTest("cuda").fresh(1)
+    both = [a, b]
+    arrays = [c.asarray(np.full(5, r + 1, np.float32)) for r, c in enumerate(both)]
+    outs = [c.empty_array(5, "f32") for c in both]
+    for _ in range(2):
+        ok(each(both, "all_reduce", arrays, arrays))
+        ok(each(both, "broadcast", [arrays[0], None], outs, 0))
+    np.testing.assert_array_equal(outs[1].numpy(), np.full(5, 6, np.float32))  # 1+2, then 3+3
+    seats = len(a.collective_seats)
+    gone = weakref.ref(b)
+    b.close()
+    del b, both, arrays, outs
+    gc.collect()
+    assert gone() is None, "the dropped cuda:1 client is still referenced"
+    assert len(a.collective_seats) == seats - 1

@@ -489,3 +489,35 @@ def test_a_failing_copy_is_a_cubeplug_error_and_blocks_go_back(monkeypatch, make
     assert server.pinned.idle_bytes() == before + 2 * 4096  # both blocks taken came back
     server._memcpy = real
     assert bytes(client.read_one(h)) == bytes(3 * 4096)
+
+
+@pytest.mark.parametrize("path", ["one block", "staged"])
+def test_a_failing_copy_into_one_block_gives_the_block_back(monkeypatch, make_client, mode, path) -> None:  # type: ignore[no-untyped-def]
+    """A small read (two handles: the second copy fails) and a staged read share the one-block copy:
+    either way the CUDA error is a cubeplug error and the block returns to the pool."""
+    if mode != "fake":
+        pytest.skip("injects a CUDA error")
+    client = make_client()
+    server = client.server
+    a, b = client.create(np.ones(1000, dtype=np.uint8)), client.create(np.ones(24, dtype=np.uint8))
+    client.read([a, b])  # warm up the pool: the 1 KiB block is idle now
+    client.sync()
+    real = server._memcpy
+    count = [0]
+
+    def failing(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+        count[0] += kind == 2
+        if kind == 2 and count[0] == (2 if path == "one block" else 1):
+            raise server._rt.CUDARuntimeError(700)
+        real(dst, src, size, kind, stream)
+
+    server._memcpy = failing
+    before = server.pinned.idle_bytes()
+    with pytest.raises(DeviceLostError, match="device-to-host copy"):
+        if path == "one block":
+            client.read([a, b])
+        else:
+            server.read_staged(a, client.stream_id())
+    assert server.pinned.idle_bytes() == before  # the block taken came back
+    server._memcpy = real
+    assert [bytes(x) for x in client.read([a, b])] == [bytes([1]) * 1000, bytes([1]) * 24]

@@ -81,3 +81,23 @@ def test_a_handle_beyond_the_staging_limit_is_read_the_plain_way(make_client: Ca
     assert not gpu.server.pinned.contains(int(np.frombuffer(staged.view, np.uint8).ctypes.data), 8192)
     np.testing.assert_array_equal(np.frombuffer(staged.view, np.float32), data)
     staged.release()
+
+
+def test_a_staged_read_of_a_view_is_lent_until_released(make_client: Callable[..., Any]) -> None:
+    """The bytes of a view at an odd offset, in a pinned block that stays out of the pool (reads
+    meanwhile use other blocks and leave it intact) until released."""
+    gpu = make_client()
+    pinned = gpu.server.pinned
+    data = np.random.default_rng(8).integers(0, 256, 9000, dtype=np.uint8)
+    h = gpu.create(data)
+    gpu.sync()
+    idle = pinned.idle_bytes()
+    staged = gpu.server.read_staged(h.range(13, 4000), gpu.stream_id()).result(timeout=30)
+    address = int(np.frombuffer(staged.view, np.uint8).ctypes.data)
+    assert pinned.contains(address, 4000) and bytes(staged.view) == data[13:4013].tobytes()
+    for _ in range(3):  # reads of the same size class take other blocks
+        assert bytes(gpu.read_one(h.range(100, 3000))) == data[100:3100].tobytes()
+    assert bytes(staged.view) == data[13:4013].tobytes()
+    held = pinned.idle_bytes()
+    staged.release()
+    assert pinned.idle_bytes() == held + 4096 and held >= idle  # back at release

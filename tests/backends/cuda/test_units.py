@@ -14,6 +14,7 @@ import pytest
 
 from cubeplug import Buffer, ConfigError, Kernel, LaunchError, Scalar
 from cubeplug.backends.cuda.compiler import first_error, source_for
+from cubeplug.backends.cuda.device import current_device_kept, on_device
 from cubeplug.backends.cuda.launch import SLOT_CODES, arg_layout, arrange
 from cubeplug.backends.cuda.layout import optimal_row_align, pitched_rows, pitched_strides
 from cubeplug.backends.cuda.options import CudaOptions, parse_bytes, parse_options
@@ -21,6 +22,7 @@ from cubeplug.backends.cuda.staging import MIN_BLOCK, PinnedBuffer, PinnedPool, 
 from cubeplug.core.hostmem import host_address
 from cubeplug.core.kernel import DTYPES
 from cubeplug.plugin import Completer, EventFuture
+from tests.backends.cuda import fake_cupy
 
 
 # ---------------------------------------------------------------------- options
@@ -433,3 +435,31 @@ def test_bench_runs_end_to_end_on_the_fake(monkeypatch: pytest.MonkeyPatch, tmp_
     assert bench.main(["--quick", "--only", "download", "--mib", "2", "--json", str(only)]) == 0
     report = json.loads(only.read_text())
     assert set(report["results"]) == {"download"} and set(report["goals"]) == {"download_ratio>=0.9"}
+
+
+# ---------------------------------------------------------------------- the current device's guards
+def test_on_device_undoes_its_own_change_and_current_device_kept_the_bodys(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The two guards differ (cubeplug/backends/cuda/device.py says why): on_device of the current
+    device makes one getDevice and no setDevice (the allocation path), and restores what it changed;
+    current_device_kept restores what its body changed."""
+    rt = fake_cupy.install(monkeypatch)
+    rt.devices = 3
+    calls: list[str] = []
+    get, set_ = rt.getDevice, rt.setDevice
+    monkeypatch.setattr(rt, "getDevice", lambda: calls.append("get") or get())
+    monkeypatch.setattr(rt, "setDevice", lambda d: calls.append(f"set {d}") or set_(d))
+    with on_device(0):
+        assert get() == 0
+    assert calls == ["get"]  # already current: nothing set, nothing restored
+    calls.clear()
+    with on_device(2):
+        assert get() == 2
+    assert get() == 0 and calls == ["get", "set 2", "set 0"]
+    with current_device_kept():
+        set_(1)  # what each server's guard does inside a round
+        set_(2)
+    assert get() == 0
+    calls.clear()
+    with current_device_kept():
+        pass
+    assert calls == ["get", "get"]

@@ -275,6 +275,31 @@ def test_read_threshold_follows_the_device_memory(client) -> None:  # type: igno
     assert bytes(client.read_one(client.create(data))) == data.tobytes()
 
 
+def test_a_staged_read_holds_its_chunk_until_released(client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``read_staged`` lands a view's bytes in a chunk on every device (``read_max`` aside), lends
+    it until released (reads meanwhile take other chunks), then gives it back."""
+    staging = client.server.staging
+    staging.read_max = 0  # plain reads never go through a chunk: only the staged read's is seen
+    data = _data(9000, 11)
+    h = client.create(data)
+    spy = Spy(client, monkeypatch)
+
+    def idle(buffer: Any) -> bool:
+        return any(c.buffer is buffer for c in staging._free.get(8192, ()))
+
+    staged = client.server.read_staged(h.range(7, 8000), client.stream_id()).result(timeout=60)
+    assert spy.takes == [8000] and bytes(staged.view) == data[7:8007].tobytes()
+    assert not idle(spy.chunks[0])  # lent: not in the pool
+    other = client.server.read_staged(h.range(1000, 5000), client.stream_id()).result(timeout=60)
+    assert spy.chunks[1] is not spy.chunks[0]  # a second chunk: the first is still lent
+    assert bytes(staged.view) == data[7:8007].tobytes()  # and still holds its bytes
+    assert bytes(other.view) == data[1000:6000].tobytes()
+    staged.release()
+    gc.collect()
+    assert idle(spy.chunks[0])  # back once released
+    other.release()
+
+
 # ---------------------------------------------------------------------------------------------- lent arrays
 def test_lent_arrays_are_registered_while_mapped() -> None:
     pool = StagingPool(device_context(0, Config()))
