@@ -134,7 +134,7 @@ class ComputeServer(ABC):
             persistent=persistent,
             on_oom=lambda requested, in_use, reserved: _server(me)._on_oom(requested, in_use, reserved),
             reclaim=lambda: _server(me)._reclaim(),
-            release_queued=lambda: _server(me).release_queued(),
+            release_queued=lambda wait: _server(me).release_queued(wait),
         )
         for mode in self._modes:
             mm.push_mode(mode)
@@ -145,9 +145,10 @@ class ComputeServer(ABC):
         for mm in self._all_memories():
             mm.cleanup(explicit=True)
 
-    def release_queued(self) -> bool:
-        """Called before a memory pool grows: submit queued work whose tasks still hold the memory
-        of dropped handles, so that the pool can lend it again; True when something was submitted.
+    def release_queued(self, wait: bool) -> bool:
+        """Called before a memory pool grows (``wait`` False) and on the out-of-memory path (True):
+        hand queued work whose tasks still hold the memory of dropped handles to the device, so that
+        the pools can lend it again; True when memory may have been freed.
 
         The base server queues nothing on the host (its tasks reach the device queue at once):
         False. Backends on the single-queue scheduler override it."""

@@ -330,11 +330,15 @@ class CGen(Emitter):
             a, b = self.expr(e.a), self.expr(e.b)
             ty = e.a.ty
             if e.op == "//":
-                return f"floor({a} / {b})" if ty.is_float else f"({a} / {b})"
+                if not ty.is_float:
+                    return f"({a} / {b})"
+                if ty.name == "f16":
+                    return f"((half)floor((float)({a}) / (float)({b})))"
+                return f"floor({a} / {b})"
             if e.op == "%" and ty.is_float:
-                return f"fmod({a}, {b})"
+                return _float_call("fmod", [a, b], ty)
             if e.op == "**":
-                return f"pow({a}, {b})"
+                return _float_call("pow", [a, b], ty)
             op = {"and": "&&", "or": "||"}.get(e.op, e.op)
             return f"({a} {op} {b})"
         if isinstance(e, ir.UnOp):
@@ -345,8 +349,9 @@ class CGen(Emitter):
             args = [self.expr(a) for a in e.args]
             if e.ty.is_int and e.fn == "abs":
                 return args[0] if e.ty.kind == "u" else f"({args[0]} < 0 ? -{args[0]} : {args[0]})"
-            fn = _FLOAT_FN.get(e.fn, e.fn) if e.ty.is_float else e.fn
-            return f"{fn}({', '.join(args)})"
+            if e.ty.is_float:
+                return _float_call(_FLOAT_FN.get(e.fn, e.fn), args, e.ty)
+            return f"{e.fn}({', '.join(args)})"
         if isinstance(e, ir.Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, ir.Load):
@@ -359,6 +364,16 @@ class CGen(Emitter):
                 return f"({self.in_bounds(e.array, e.index, e.guard)} ? {load} : {literal(0, e.ty)})"
             return load
         raise TypeError(e)  # pragma: no cover
+
+
+def _float_call(fn: str, args: list[str], ty: DType) -> str:
+    """``fn(args)`` for a float ``ty``. f16 goes through float: CUDA's ``__half`` converts implicitly
+    to float, double and the integer types, so ``sqrt(h)``, ``fmin(h, g)`` and the like match several
+    overloads and NVRTC refuses them (and OpenCL's half math is an extension's); the float result,
+    rounded to half, is what a half function would give or closer."""
+    if ty.name != "f16":
+        return f"{fn}({', '.join(args)})"
+    return f"((half){fn}({', '.join(f'(float)({a})' for a in args)}))"
 
 
 def line_directives(lines: list[str], locs: list[Loc | None]) -> tuple[list[str], tuple[Loc | None, ...]]:

@@ -63,6 +63,26 @@ def check_shared(k: ir.KernelIR, limit: int) -> None:
             )
 
 
+def check_f16(k: ir.KernelIR, captured: Captured) -> None:
+    """KernelTypeError when the kernel holds f16 values (locals, shared or local arrays) but takes no
+    f16 array or scalar: the backends enable f16 for a kernel (CUDA's header, OpenCL's pragma,
+    WGSL's ``enable f16``) from its parameters, so its source would not build."""
+    if any(a.elem.scalar.name == "f16" for a in k.arrays) or any(s.ty.name == "f16" for s in k.scalars):
+        return
+    decl = next((d for d in k.decls if d.elem.scalar.name == "f16"), None)
+    local = next((n for n, t in k.locals if t.scalar.name == "f16"), None)
+    if decl is None and local is None:
+        return
+    what = f"array {decl.name!r}" if decl is not None else f"local {local!r}"
+    loc = decl.loc if decl is not None else captured.smap.loc(captured.tree)
+    raise KernelTypeError(
+        f"the {what} holds f16 values, but the kernel takes no f16 array or scalar: the backends "
+        f"enable f16 for a kernel from its parameters. Take the f16 data as an f16 array (or an "
+        f"f16 scalar), or keep these values in f32",
+        loc, "f16", kernel=k.name,
+    )
+
+
 def specialize(
     captured: Captured,
     name: str,
@@ -79,6 +99,8 @@ def specialize(
         lowered = Lowerer(captured, name, comptime, cube_dim, checked, dtypes).kernel()
         k = lowered.ir
         verify(k)
+        if dialect != "python":
+            check_f16(k, captured)
         if shared_limit is not None:
             check_shared(k, shared_limit)
     except KernelError as e:

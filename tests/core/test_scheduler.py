@@ -100,7 +100,7 @@ def test_flush_all_submits_every_stream_once() -> None:
     s, batches = make()
     s.register(1, "a")
     s.register(3, "c")
-    s.flush_all()
+    assert s.flush_all() == 2  # the batches it submitted
     assert sorted(map(tuple, batches)) == [("a",), ("c",)]
-    s.flush_all()
+    assert s.flush_all() == 0
     assert len(batches) == 2

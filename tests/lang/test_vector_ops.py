@@ -212,3 +212,52 @@ def test_f16_vectors_load_convert_and_store(client: Any) -> None:
     np.testing.assert_allclose(client.to_numpy(y, "f16").reshape(n, 4).astype(np.float32),
                                want.astype(np.float32), rtol=2e-3, atol=2e-3)
     np.testing.assert_array_equal(client.to_numpy(pairs, "f16").reshape(n, 2), xs[:, 1:3])
+
+
+@cl.kernel
+def vec_half_math(x: Array[Vec[f16, 4]], y: Array[Vec[f16, 4]], s: Array[f16]):
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        a = abs(x[i]) + 0.5
+        b = y[i]
+        r = cl.sqrt(a) + min(a, b) * max(a, b) + cl.fma(a, b, a) + a // b + a % b + cl.exp(b * 0.25)
+        y[i] = r + a ** 2.0
+        h = s[i]
+        s[i] = cl.sqrt(abs(h)) + max(h, f16(0.0)) + h // f16(2.0)
+
+
+def test_f16_math_on_vectors_and_scalars(client: Any) -> None:
+    if "f16" not in client.capabilities.dtypes:
+        pytest.skip(f"{client.backend} declares no f16")
+    n = 64
+    xs = ((RNG.random((n, 4)) - 0.5) * 6).astype(np.float16)
+    ys = (RNG.random((n, 4)) * 2 + 0.5).astype(np.float16)
+    ss = ((RNG.random(n) - 0.5) * 10).astype(np.float16)
+    x, y, s = client.create(xs), client.create(ys), client.create(ss)
+    _launch(vec_half_math, client, n, x, y, s)
+    a = np.abs(xs).astype(np.float32) + 0.5
+    b = ys.astype(np.float32)
+    r = (np.sqrt(a) + np.minimum(a, b) * np.maximum(a, b) + (a * b + a) + np.floor(a / b) + np.fmod(a, b)
+         + np.exp(b * 0.25) + a**2)
+    # f16 arithmetic rounds each step to half: compare within a few half ulps of the result
+    got = client.to_numpy(y, "f16").reshape(n, 4).astype(np.float32)
+    np.testing.assert_allclose(got, r, rtol=1e-2, atol=1e-2)
+    h = ss.astype(np.float32)
+    want = np.sqrt(np.abs(h)) + np.maximum(h, 0) + np.floor(h / 2)
+    np.testing.assert_allclose(client.to_numpy(s, "f16").astype(np.float32), want, rtol=1e-2, atol=1e-2)
+
+
+@cl.kernel
+def half_inside(x: Array[f32], y: Array[f32]):
+    i = cl.ABSOLUTE_POS
+    if i < len(x):
+        h = Vec[f16, 4](f16(x[i]))
+        y[i] = f32(h.x)
+
+
+def test_f16_values_without_an_f16_parameter_are_refused_by_name(client: Any) -> None:
+    if "f16" not in client.capabilities.dtypes or client.backend == "cpu":
+        pytest.skip("a backend that compiles f16 sources")
+    x = client.create(np.ones(4, np.float32))
+    with pytest.raises(cl.KernelTypeError, match="local 'h' holds f16 values, but the kernel takes no f16"):
+        _launch(half_inside, client, 4, x, x)

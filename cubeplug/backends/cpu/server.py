@@ -264,6 +264,19 @@ class CpuServer(ComputeServer):
 
         return wait
 
+    def release_queued(self, wait: bool) -> bool:
+        """On the out-of-memory path (``wait``): submit every stream's tasks and wait until the
+        worker ran them, so that the memory of dropped handles they held is free again. The worker
+        lets a task's memory go only once it ran it, so before a pool merely grows (no ``wait``)
+        nothing would be freed at once: False, and the batches stay whole. (The worker takes no
+        lock of the client's, so the wait under it cannot deadlock.) Errors of that work are raised
+        at the next flush, sync or read, as always."""
+        if not wait:
+            return False
+        self.scheduler.flush_all()
+        self.queue.fence().wait()
+        return True
+
     def sync_all(self) -> None:
         """Submit every stream's tasks and wait until the worker ran them."""
         self.scheduler.flush_all()

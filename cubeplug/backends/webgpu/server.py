@@ -534,8 +534,8 @@ class WgpuServer(ComputeServer):
         self.raise_async_error(self.queue.errors)
         self.health.check()
 
-    def release_queued(self) -> bool:
-        """Submit every stream's queued tasks before a memory pool grows: a queued task holds its
+    def release_queued(self, wait: bool) -> bool:
+        """Submit every stream's queued tasks (``wait`` or not): a queued task holds its
         bindings' memory until its batch is submitted (the submitted command buffers then hold the
         GPUBuffers), so the outputs a loop dropped meanwhile become free to lend again. The device
         queue runs in submission order, so the next user of that memory comes after them.

@@ -44,15 +44,18 @@ class MemoryManagement:
     zero-size exclusive pool (a page of ``alignment`` bytes each, a zero-size region of it).
 
     Out of memory (no pool could get a page): ``gc.collect()`` (tokens in reference cycles),
-    cleanup(explicit=True), ``reclaim()`` (where an owner frees the free pages of the other
-    managements that share the device or the limit), ``storage.flush()`` (deferred frees), and
-    one retry; then ``on_oom(requested, in_use, reserved)`` and OutOfMemoryError with the figures.
+    ``release_queued(True)``, cleanup(explicit=True), ``reclaim()`` (where an owner frees the free
+    pages of the other managements that share the device or the limit), ``storage.flush()``
+    (deferred frees), and one retry; then ``on_oom(requested, in_use, reserved)`` and
+    OutOfMemoryError with the figures.
 
-    Before a pool grows, ``release_queued()`` (when given) lets a backend whose queued tasks hold
-    their bindings' memory until submitted (the single-queue scheduler) submit them: it returns True
-    when it did, and the reservation looks for free memory again first. Without it, a loop that
-    drops each output while its task is queued gets a new page per call (a 1 GiB transpose output
-    each call on WebGPU, each zero-initialised by wgpu at its first use).
+    Before a pool grows, ``release_queued(False)`` (when given) lets a backend whose queued tasks
+    hold their bindings' memory (the single-queue scheduler) submit them: it returns True when that
+    may have freed memory, and the reservation looks for free memory again first. Without it, a loop
+    that drops each output while its task is queued gets a new page per call (a 1 GiB transpose
+    output each call on WebGPU, each zero-initialised by wgpu at its first use). On the
+    out-of-memory path, ``release_queued(True)`` may also wait until the queued work ran (the CPU
+    backend's worker lets a task's memory go only once it ran it).
 
     Every ``dealloc_period // 5`` reservations, each pool runs one idle check (exclusive pools
     free pages idle for five checks in a row).
@@ -69,7 +72,7 @@ class MemoryManagement:
         persistent: str = "enabled",
         on_oom: Callable[[int, int, int], None] | None = None,
         reclaim: Callable[[], object] | None = None,
-        release_queued: Callable[[], bool] | None = None,
+        release_queued: Callable[[bool], bool] | None = None,
     ) -> None:
         if persistent not in PERSISTENT_POLICIES:
             raise ValidationError(
@@ -163,7 +166,7 @@ class MemoryManagement:
         if token is not None:
             return token
         release = self._release_queued
-        if release is not None and release():
+        if release is not None and release(False):
             # Queued work held freed memory (see ``release_queued`` in the class docstring): some of
             # it may be free now, and reusing it beats growing a pool.
             token = route[0].try_reserve(size)
@@ -223,6 +226,8 @@ class MemoryManagement:
         """Collect garbage, clean up, flush the storage and retry once; then raise with figures."""
         log.debug("out of memory for %d B (%s); cleaning up and retrying", size, error)
         gc.collect()
+        if self._release_queued is not None:
+            self._release_queued(True)
         self.cleanup(explicit=True)
         if self._reclaim is not None:
             self._reclaim()
