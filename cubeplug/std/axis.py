@@ -29,7 +29,7 @@ from cubeplug.core.handle import Tensor as DeviceTensor
 from cubeplug.core.kernel import CubeCount, dtype_of
 from cubeplug.lang import Array, Comptime, Tensor
 from cubeplug.std import checks
-from cubeplug.std.combine import MAX, MIN, PROD, combine, element_type, identity, lang_type, op_code
+from cubeplug.std.combine import MAX, MIN, combine, element_type, identity, lang_type, op_code, start
 from cubeplug.std.reduction import CUBE, ILP, cube_tree
 
 
@@ -57,6 +57,13 @@ def fold_line(
     return acc
 
 
+@cl.func
+def line_element(t: Tensor[Any], r: Any, j: Any) -> Any:
+    """``t[r, j]``, element ``j`` of line ``r``: the loader that :func:`~cubeplug.std.combine.start`
+    reads a line's first element with."""
+    return t[r, j]
+
+
 @cl.kernel
 def axis_pass(
     t: Tensor[T], out: Array[T], OP: Comptime[int], T: Comptime[cl.DType]  # type: ignore[name-defined]  # noqa: F821
@@ -69,12 +76,7 @@ def axis_pass(
     u = cl.UNIT_POS_X
     r = cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X
     if r < t.shape[0]:
-        acc = T(0)
-        if OP == PROD:
-            acc = T(1)
-        if OP >= MAX:
-            acc = t[r, 0]
-        acc = fold_line(OP, T, t, r, u, t.shape[1], CUBE, acc)
+        acc = fold_line(OP, T, t, r, u, t.shape[1], CUBE, start(OP, T, line_element, t, r, 0))
         buf[u] = acc
         cube_tree(OP, T, buf)
         if u == 0:
@@ -102,15 +104,11 @@ def column_pass(
     r = cl.CUBE_POS_X * LINES + lx
     length = t.shape[1]
     chunk = (length + cl.CUBE_COUNT_Y - 1) // cl.CUBE_COUNT_Y
-    start = cl.CUBE_POS_Y * chunk
-    stop = min(start + chunk, length)
-    acc = T(0)
-    if OP == PROD:
-        acc = T(1)
+    first = cl.CUBE_POS_Y * chunk
+    stop = min(first + chunk, length)
+    acc = T(0)  # the value of the units past the last line: folded only among them, never stored
     if r < t.shape[0]:
-        if OP >= MAX:
-            acc = t[r, 0]  # an element of the line: changes nothing for max/min
-        acc = fold_line(OP, T, t, r, start + ly, stop, SLICES, acc)
+        acc = fold_line(OP, T, t, r, first + ly, stop, SLICES, start(OP, T, line_element, t, r, 0))
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
     for k in cl.unroll(range(LOG_SLICES)):

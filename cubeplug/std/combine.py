@@ -54,6 +54,20 @@ def combine(op: int, T: cl.DType, a: Any, b: Any) -> Any:
     return a if a < b else b
 
 
+@cl.func
+def start(op: int, T: cl.DType, load: Any, src: Any, row: Any, j: Any) -> Any:
+    """The start value of a unit's fold by ``op``: 0 (sum), 1 (prod), or for max/min the element
+    ``load(src, row, j)`` of the input itself (``load`` a ``@cl.func``, read only for max/min), which
+    changes nothing, so no -inf literal is needed. Every reduction kernel starts from it; the host's
+    identities (:func:`identity`) serve empty inputs, atomic results and the scan."""
+    acc = T(0)
+    if op == PROD:
+        acc = T(1)
+    if op >= MAX:
+        acc = load(src, row, j)
+    return acc
+
+
 def op_code(op: Any, what: str, allowed: tuple[str, ...] = tuple(OPS)) -> int:
     """The comptime code of the operator named ``op``, else ValidationError."""
     if not isinstance(op, str) or op not in allowed:

@@ -46,7 +46,18 @@ from cubeplug.core.kernel import DTYPES, CubeCount
 from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotune
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
-from cubeplug.std.combine import MAX, MIN, PROD, SUM, combine, element_type, identity, lang_type, op_code
+from cubeplug.std.combine import (
+    MAX,
+    MIN,
+    PROD,
+    SUM,
+    combine,
+    element_type,
+    identity,
+    lang_type,
+    op_code,
+    start,
+)
 from cubeplug.std.fill import fill_scalar
 
 #: Units per cube of the reductions (a power of two).
@@ -95,6 +106,13 @@ def fold(op: int, T: cl.DType, E: cl.DType, acc: Any, v: Any) -> Any:
 
 
 @cl.func
+def element(x: Array[Any], row: Any, j: Any) -> Any:
+    """``x[j]``, element ``j`` of a flat array (``row`` unused): how :func:`cube_reduce` reads its
+    input (``axis.line_element`` reads a line of a Tensor)."""
+    return x[j]
+
+
+@cl.func
 def cube_reduce(
     op: int, T: cl.DType, E: cl.DType, x: Array[Any], items: Any, xs: Array[Any], n: Any, buf: Array[Any],
     ilp: int,
@@ -105,14 +123,9 @@ def cube_reduce(
     ``Vec[T, 4]`` vectors over the first ``4 * items`` scalars of ``xs``, whose last ``n % 4`` unit 0
     of cube 0 adds. ``ilp`` loads per unit are issued together before they are folded (independent,
     unguarded loads stay in flight at once; a guarded tail loop takes the rest). A unit without
-    elements starts from ``xs[0]`` for max/min, which is an element of the input and so changes
-    nothing (no -inf literal needed), and from the identity for sum/prod.
+    elements keeps the :func:`~cubeplug.std.combine.start` value (for max/min ``xs[0]``).
     """
-    acc = T(0)
-    if op == PROD:
-        acc = T(1)
-    if op >= MAX:
-        acc = xs[0]
+    acc = start(op, T, element, xs, 0, 0)
     stride = cl.CUBE_DIM_X * cl.CUBE_COUNT_X
     i = cl.ABSOLUTE_POS_X
     if ilp > 1:
