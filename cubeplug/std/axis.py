@@ -30,37 +30,13 @@ from cubeplug.core.kernel import CubeCount, dtype_of
 from cubeplug.lang import Array, Comptime, Tensor
 from cubeplug.std import checks
 from cubeplug.std.combine import MAX, MIN, combine, element_type, identity, lang_type, op_code, start
-from cubeplug.std.reduction import CUBE, ILP, cube_tree
-
-
-@cl.func
-def fold_line(
-    op: int, T: cl.DType, t: Tensor[Any], r: Any, first: Any, stop: Any, step: Any, acc: Any
-) -> Any:
-    """``acc`` folded with ``t[r, j]`` for ``j`` in ``range(first, stop, step)``, ILP loads at a time.
-
-    The loads are issued together before they are folded (in flight at once; a tail loop takes the
-    rest): Vulkan's compiler does not unroll the plain loop as NVRTC and NVIDIA's OpenCL do. On the
-    H200 (16k x 16k f32) one load a step took 1.86x and 1.80x CUDA's device time along axis 1 and 0,
-    four 1.05x and 1.02x."""
-    vals = cl.local(T, ILP)
-    j = first
-    while j + (ILP - 1) * step < stop:
-        for k in cl.unroll(range(ILP)):
-            vals[k] = t[r, j + k * step]
-        for k in cl.unroll(range(ILP)):
-            acc = combine(op, T, acc, vals[k])
-        j += ILP * step
-    while j < stop:
-        acc = combine(op, T, acc, t[r, j])
-        j += step
-    return acc
+from cubeplug.std.reduction import CUBE, ILP, cube_tree, fold_range
 
 
 @cl.func
 def line_element(t: Tensor[Any], r: Any, j: Any) -> Any:
-    """``t[r, j]``, element ``j`` of line ``r``: the loader that :func:`~cubeplug.std.combine.start`
-    reads a line's first element with."""
+    """``t[r, j]``, element ``j`` of line ``r``: the loader of
+    :func:`~cubeplug.std.reduction.fold_range` and :func:`~cubeplug.std.combine.start` here."""
     return t[r, j]
 
 
@@ -76,8 +52,8 @@ def axis_pass(
     u = cl.UNIT_POS_X
     r = cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X
     if r < t.shape[0]:
-        acc = fold_line(OP, T, t, r, u, t.shape[1], CUBE, start(OP, T, line_element, t, r, 0))
-        buf[u] = acc
+        buf[u] = fold_range(OP, T, T, start(OP, T, line_element, t, r, 0), line_element, t, r, u, t.shape[1],
+                            CUBE, ILP)
         cube_tree(OP, T, buf)
         if u == 0:
             out[r] = buf[0]
@@ -108,7 +84,8 @@ def column_pass(
     stop = min(first + chunk, length)
     acc = T(0)  # the value of the units past the last line: folded only among them, never stored
     if r < t.shape[0]:
-        acc = fold_line(OP, T, t, r, first + ly, stop, SLICES, start(OP, T, line_element, t, r, 0))
+        acc = fold_range(OP, T, T, start(OP, T, line_element, t, r, 0), line_element, t, r, first + ly, stop,
+                         SLICES, ILP)
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
     for k in cl.unroll(range(LOG_SLICES)):
