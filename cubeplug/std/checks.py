@@ -70,3 +70,10 @@ def prefix(handle: Handle, nbytes: int) -> Handle:
 def groups(items: int, per_group: int, cap: int = MAX_GROUPS) -> int:
     """Cubes needed for ``items`` at ``per_group`` each, between 1 and ``cap``."""
     return max(1, min(cap, -(-items // per_group)))
+
+
+def capped_groups(items: int, per_group: int, most: int, units: int) -> int:
+    """Cubes for ``items`` at ``per_group`` each (a grid-stride loop over the rest), at most ``most``
+    (a wave of the device, say) unless that many would leave each of a cube's ``units`` units more
+    than :data:`MAX_PER_UNIT` items to loop over (lavapipe's loop limit)."""
+    return min(groups(items, per_group), max(most, groups(items, units * MAX_PER_UNIT)))

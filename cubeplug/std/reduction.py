@@ -267,11 +267,9 @@ class Strategy:
 
     def cubes(self, client: Any, items: int) -> int:
         """Cubes of the first pass over ``items`` load items."""
-        cubes = checks.groups(items, CUBE * self.per_unit)
         if self.resident:
-            # One wave, but no more than checks.MAX_PER_UNIT items per unit.
-            cubes = min(cubes, max(resident_cubes(client), checks.groups(items, CUBE * checks.MAX_PER_UNIT)))
-        return cubes
+            return checks.capped_groups(items, CUBE * self.per_unit, resident_cubes(client), CUBE)
+        return checks.groups(items, CUBE * self.per_unit)
 
     def __call__(self, client: Any, x: Handle, n: int) -> Handle:
         bound, items = _bind(x, n, self.vector)
