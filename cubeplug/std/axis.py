@@ -151,7 +151,6 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
     if strides[0] == 1 and 1 < lines <= MAX_COLUMN_LINES:
         _columns(client, view, result, code, name)
         return result
-    cubes_x = checks.groups(lines, 1)
-    axis_pass.launch_unchecked(client, CubeCount(cubes_x, checks.groups(lines, cubes_x)), CUBE, view,
-                               result.handle, OP=code, T=lang_type(name))
+    axis_pass.launch_unchecked(client, checks.cube_count(lines), CUBE, view, result.handle, OP=code,
+                               T=lang_type(name))
     return result

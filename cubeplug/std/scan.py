@@ -16,7 +16,8 @@ output once (3n element transfers; a scan-then-add scheme moves 4n):
 Whole blocks load without a test per element (with one, Vulkan's compilers keep fewer loads in
 flight, as ``axis.py`` measured). Elements past ``n`` in the last block are loaded as 0: a scan
 moves only rightwards, so they change no stored result, and the last block's total is never used.
-Blocks beyond 65535 cubes use a 2-D count (the kernels skip the extra cubes).
+Blocks beyond 65535 cubes use a 2-D count (:func:`~cubeplug.std.checks.cube_count`; the kernels
+skip the extra cubes).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from cubeplug import lang as cl
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import DTYPES, CubeCount
+from cubeplug.core.kernel import DTYPES
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
 from cubeplug.std.combine import combine, element_type, identity, lang_type, op_code
@@ -126,27 +127,20 @@ def scan_block(
                     out[i] = tile[p]
 
 
-def _count(blocks: int) -> CubeCount:
-    """A count of ``blocks`` cubes, 2-D beyond 65535 (the kernels skip the extra ones)."""
-    if blocks <= checks.MAX_GROUPS:
-        return CubeCount(blocks)
-    return CubeCount(checks.MAX_GROUPS, -(-blocks // checks.MAX_GROUPS))
-
-
 def _scan(client: Any, x: Handle, n: int, op: int, name: str, exclusive: bool, out: Handle) -> None:
     """``out[:n]``: the scan of ``x[:n]`` (n > 0)."""
     T = lang_type(name)
     size = DTYPES[name].itemsize
     blocks = -(-n // BLOCK)
+    count = checks.cube_count(blocks)
     ident = identity(op, name)
     sums: Handle = x  # unread when one block holds everything
     if blocks > 1:
         totals: Handle = client.empty(blocks * size)
-        block_totals.launch_unchecked(client, _count(blocks), CUBE, x, totals, n, blocks, ident, OP=op,
-                                    T=T)
+        block_totals.launch_unchecked(client, count, CUBE, x, totals, n, blocks, ident, OP=op, T=T)
         sums = client.empty(blocks * size)
         _scan(client, totals, blocks, op, name, False, sums)
-    scan_block.launch_unchecked(client, _count(blocks), CUBE, x, out, sums, n, blocks, ident, OP=op,
+    scan_block.launch_unchecked(client, count, CUBE, x, out, sums, n, blocks, ident, OP=op,
                                 EXCLUSIVE=exclusive, T=T)
 
 

@@ -27,3 +27,10 @@ def test_resident_reduction_takes_one_wave_of_cubes() -> None:
     assert resident.cubes(_Client(), 10**6) == 16  # 8 cubes a compute unit
     assert resident.cubes(_Client(), 1000) == 1
     assert Strategy(SUM, "f32", 4, ILP).cubes(_Client(), 10**6) == -(-10**6 // (CUBE * 4))
+
+
+def test_cube_count_goes_2d_beyond_max_groups() -> None:
+    one = checks.cube_count(checks.MAX_GROUPS)
+    assert (one.x, one.y, one.z) == (checks.MAX_GROUPS, 1, 1)
+    two = checks.cube_count(checks.MAX_GROUPS + 1)
+    assert (two.x, two.y, two.z) == (checks.MAX_GROUPS, 2, 1)  # the last cube in the second row
