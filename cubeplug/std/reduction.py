@@ -144,28 +144,6 @@ def fold_range(
 
 
 @cl.func
-def cube_reduce(
-    op: int, T: cl.DType, E: cl.DType, x: Array[Any], items: Any, xs: Array[Any], n: Any, buf: Array[Any],
-    ilp: int,
-) -> None:
-    """Fold the cube's grid-stride share of the ``n`` elements into ``buf[0]`` (``buf`` shared, CUBE long).
-
-    ``x`` holds ``items`` elements of type ``E``: the scalars themselves (``x`` is ``xs``), or
-    ``Vec[T, 4]`` vectors over the first ``4 * items`` scalars of ``xs``, whose last ``n % 4`` unit 0
-    of cube 0 adds. ``ilp`` loads per unit are in flight at once (:func:`fold_range`). A unit
-    without elements keeps the :func:`~cubeplug.std.combine.start` value (for max/min ``xs[0]``).
-    """
-    acc = fold_range(op, T, E, start(op, T, element, xs, 0, 0), element, x, 0, cl.ABSOLUTE_POS_X, items,
-                     cl.CUBE_DIM_X * cl.CUBE_COUNT_X, ilp)
-    if E.lanes == 4:  # noqa: SIM102 (a comptime branch around a runtime one: folded when lowered)
-        if cl.ABSOLUTE_POS_X == 0:
-            for j in range(items * 4, n):
-                acc = combine(op, T, acc, xs[j])
-    buf[cl.UNIT_POS_X] = acc
-    cube_tree(op, T, buf)
-
-
-@cl.func
 def fold_atomic(op: int, out: Array[Any], v: Any) -> None:
     """Fold the cube's value ``v`` into ``out[0]`` with the atomic of ``op`` (see :func:`atomic_ok`)."""
     if op == SUM:
@@ -176,15 +154,41 @@ def fold_atomic(op: int, out: Array[Any], v: Any) -> None:
         cl.atomic_min(out, 0, v)
 
 
+@cl.func
+def cube_reduce(
+    op: int, T: cl.DType, E: cl.DType, x: Array[Any], items: Any, xs: Array[Any], n: Any, out: Array[Any],
+    atomic: bool, ilp: int,
+) -> None:
+    """Fold the cube's grid-stride share of the ``n`` elements into its partial ``out[CUBE_POS_X]``,
+    or (``atomic``) into ``out[0]`` with the atomic of ``op``: the body of the four kernels below.
+
+    ``x`` holds ``items`` elements of type ``E``: the scalars themselves (``x`` is ``xs``), or
+    ``Vec[T, 4]`` vectors over the first ``4 * items`` scalars of ``xs``, whose last ``n % 4`` unit 0
+    of cube 0 adds. ``ilp`` loads per unit are in flight at once (:func:`fold_range`). A unit
+    without elements keeps the :func:`~cubeplug.std.combine.start` value (for max/min ``xs[0]``).
+    """
+    buf = cl.shared(T, CUBE)
+    acc = fold_range(op, T, E, start(op, T, element, xs, 0, 0), element, x, 0, cl.ABSOLUTE_POS_X, items,
+                     cl.CUBE_DIM_X * cl.CUBE_COUNT_X, ilp)
+    if E.lanes == 4:  # noqa: SIM102 (a comptime branch around a runtime one: folded when lowered)
+        if cl.ABSOLUTE_POS_X == 0:
+            for j in range(items * 4, n):
+                acc = combine(op, T, acc, xs[j])
+    buf[cl.UNIT_POS_X] = acc
+    cube_tree(op, T, buf)
+    if cl.UNIT_POS_X == 0:
+        if atomic:
+            fold_atomic(op, out, buf[0])
+        else:
+            out[cl.CUBE_POS_X] = buf[0]
+
+
 @cl.kernel
 def reduce_pass(
     x: Array[T], out: Array[T], n: u32, OP: Comptime[int], ILP: Comptime[int], T: Comptime[cl.DType],  # type: ignore[name-defined]  # noqa: F821
 ) -> None:
     """One partial per cube: ``out[CUBE_POS_X]``; scalar loads."""
-    buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, T, x, n, x, n, buf, ILP)
-    if cl.UNIT_POS_X == 0:
-        out[cl.CUBE_POS_X] = buf[0]
+    cube_reduce(OP, T, T, x, n, x, n, out, False, ILP)
 
 
 @cl.kernel
@@ -194,10 +198,7 @@ def reduce_pass_vec(
 ) -> None:
     """One partial per cube: ``out[CUBE_POS_X]``; ``V`` (``Vec[T, 4]``) loads through ``x4``, a view
     of the first ``4 * (n // 4)`` elements of ``x``."""
-    buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, V, x4, n >> 2, x, n, buf, ILP)
-    if cl.UNIT_POS_X == 0:
-        out[cl.CUBE_POS_X] = buf[0]
+    cube_reduce(OP, T, V, x4, n >> 2, x, n, out, False, ILP)
 
 
 @cl.kernel
@@ -206,10 +207,7 @@ def reduce_atomic(
     T: Comptime[cl.DType],
 ) -> None:
     """Every cube folds its value into ``out[0]`` atomically (``out`` holds the identity first)."""
-    buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, T, x, n, x, n, buf, ILP)
-    if cl.UNIT_POS_X == 0:
-        fold_atomic(OP, out, buf[0])
+    cube_reduce(OP, T, T, x, n, x, n, out, True, ILP)
 
 
 @cl.kernel
@@ -218,10 +216,7 @@ def reduce_atomic_vec(
     T: Comptime[cl.DType], V: Comptime[cl.DType],
 ) -> None:
     """:func:`reduce_atomic` with ``V`` loads, as :func:`reduce_pass_vec`."""
-    buf = cl.shared(T, CUBE)
-    cube_reduce(OP, T, V, x4, n >> 2, x, n, buf, ILP)
-    if cl.UNIT_POS_X == 0:
-        fold_atomic(OP, out, buf[0])
+    cube_reduce(OP, T, V, x4, n >> 2, x, n, out, True, ILP)
 
 
 #: Element types whose 16-byte vectors the language has (``Vec[T, 4]``).
