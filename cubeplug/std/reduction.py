@@ -100,9 +100,10 @@ def cube_tree(op: int, T: cl.DType, buf: Array[Any]) -> None:
 def fold(op: int, T: cl.DType, E: cl.DType, acc: Any, v: Any) -> Any:
     """``acc op v`` for an element ``v`` of type ``E``: ``T`` itself, or a ``Vec[T, 4]`` whose lanes
     are folded pairwise first (``(v.x op v.y) op (v.z op v.w)``, as the hand-written float4 loop)."""
-    if E.lanes == 4:
-        return combine(op, T, acc, combine(op, T, combine(op, T, v.x, v.y), combine(op, T, v.z, v.w)))
-    return combine(op, T, acc, v)
+    # One return of a comptime choice, not a returning `if` (a helper with early returns assigns its
+    # result to a local of its own): a statement less per fold for the cpu interpreter.
+    return combine(op, T, acc, combine(op, T, combine(op, T, v.x, v.y), combine(op, T, v.z, v.w))
+                   if E.lanes == 4 else v)
 
 
 @cl.func
