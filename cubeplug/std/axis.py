@@ -33,13 +33,6 @@ from cubeplug.std.combine import MAX, MIN, combine, element_type, identity, lang
 from cubeplug.std.reduction import CUBE, ILP, cube_tree, fold_range
 
 
-@cl.func
-def line_element(t: Tensor[Any], r: Any, j: Any) -> Any:
-    """``t[r, j]``, element ``j`` of line ``r``: the loader of
-    :func:`~cubeplug.std.reduction.fold_range` and :func:`~cubeplug.std.combine.start` here."""
-    return t[r, j]
-
-
 @cl.kernel
 def axis_pass(
     t: Tensor[T], out: Array[T], OP: Comptime[int], T: Comptime[cl.DType]  # type: ignore[name-defined]  # noqa: F821
@@ -52,8 +45,7 @@ def axis_pass(
     u = cl.UNIT_POS_X
     r = cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X
     if r < t.shape[0]:
-        buf[u] = fold_range(OP, T, T, start(OP, T, line_element, t, r, 0), line_element, t, r, u, t.shape[1],
-                            CUBE, ILP)
+        buf[u] = fold_range(OP, T, T, start(OP, T, t, r, True, 0), t, r, True, u, t.shape[1], CUBE, ILP)
         cube_tree(OP, T, buf)
         if u == 0:
             out[r] = buf[0]
@@ -84,8 +76,7 @@ def column_pass(
     stop = min(first + chunk, length)
     acc = T(0)  # the value of the units past the last line: folded only among them, never stored
     if r < t.shape[0]:
-        acc = fold_range(OP, T, T, start(OP, T, line_element, t, r, 0), line_element, t, r, first + ly, stop,
-                         SLICES, ILP)
+        acc = fold_range(OP, T, T, start(OP, T, t, r, True, 0), t, r, True, first + ly, stop, SLICES, ILP)
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
     for k in cl.unroll(range(LOG_SLICES)):

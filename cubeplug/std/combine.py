@@ -55,16 +55,17 @@ def combine(op: int, T: cl.DType, a: Any, b: Any) -> Any:
 
 
 @cl.func
-def start(op: int, T: cl.DType, load: Any, src: Any, row: Any, j: Any) -> Any:
-    """The start value of a unit's fold by ``op``: 0 (sum), 1 (prod), or for max/min the element
-    ``load(src, row, j)`` of the input itself (``load`` a ``@cl.func``, read only for max/min), which
-    changes nothing, so no -inf literal is needed. Every reduction kernel starts from it; the host's
-    identities (:func:`identity`) serve empty inputs, atomic results and the scan."""
+def start(op: int, T: cl.DType, src: Any, row: Any, line: bool, j: Any) -> Any:
+    """The start value of a unit's fold by ``op``: 0 (sum), 1 (prod), or for max/min an element of
+    the input itself, which changes nothing, so no -inf literal is needed: ``src[row, j]`` of a
+    Tensor when ``line`` (comptime), else ``src[j]`` (read only for max/min). Every reduction kernel
+    starts from it; the host's identities (:func:`identity`) serve empty inputs, atomic results and
+    the scan."""
     acc = T(0)
     if op == PROD:
         acc = T(1)
     if op >= MAX:
-        acc = load(src, row, j)
+        acc = src[row, j] if line else src[j]
     return acc
 
 

@@ -107,39 +107,34 @@ def fold(op: int, T: cl.DType, E: cl.DType, acc: Any, v: Any) -> Any:
 
 
 @cl.func
-def element(x: Array[Any], row: Any, j: Any) -> Any:
-    """``x[j]``, element ``j`` of a flat array (``row`` unused): the loader of :func:`fold_range` and
-    :func:`~cubeplug.std.combine.start` in :func:`cube_reduce` (``axis.line_element`` reads a line
-    of a Tensor)."""
-    return x[j]
-
-
-@cl.func
 def fold_range(
-    op: int, T: cl.DType, E: cl.DType, acc: Any, load: Any, src: Any, row: Any, first: Any, stop: Any,
+    op: int, T: cl.DType, E: cl.DType, acc: Any, src: Any, row: Any, line: bool, first: Any, stop: Any,
     step: Any, ilp: int,
 ) -> Any:
-    """``acc`` folded (:func:`fold`) with ``load(src, row, j)``, elements of type ``E``, for ``j`` in
-    ``range(first, stop, step)``: the loop of every unit of the reductions, over a grid-stride slice
-    of an array (:func:`cube_reduce`, ``load`` :func:`element`) or a slice of a Tensor's line
-    (``axis.axis_pass`` and ``axis.column_pass``, ``load`` ``axis.line_element``).
+    """``acc`` folded (:func:`fold`) with the elements ``j`` in ``range(first, stop, step)`` of line
+    ``row`` of the Tensor ``src`` (``line``, comptime: ``axis_pass`` and ``column_pass`` of
+    :mod:`cubeplug.std.axis`) or of the array ``src`` (elements of type ``E``; ``row`` unused: the
+    grid-stride slice of :func:`cube_reduce`): the loop of every unit of the reductions.
 
     ``ilp`` loads (comptime) are issued together before they are folded: independent, unguarded
     loads stay in flight at once; a guarded tail loop takes the rest. Vulkan's compiler does not
     unroll the plain loop as NVRTC and NVIDIA's OpenCL do: on the H200 (reduce_axis, 16k x 16k f32)
     one load a step took 1.86x and 1.80x CUDA's device time along axis 1 and 0, four 1.05x and 1.02x.
+    The layout is a comptime choice in the loads, not a loader ``@cl.func``: the value an inlined
+    helper reads from memory, and an index expression it is given, each take a local of their own,
+    three statements a load where the loop has one (a third more per step for the cpu interpreter).
     """
     j = first
     if ilp > 1:
         vals = cl.local(E, ilp)
         while j + (ilp - 1) * step < stop:
             for k in cl.unroll(range(ilp)):
-                vals[k] = load(src, row, j + k * step)
+                vals[k] = src[row, j + k * step] if line else src[j + k * step]
             for k in cl.unroll(range(ilp)):
                 acc = fold(op, T, E, acc, vals[k])
             j += ilp * step
     while j < stop:
-        acc = fold(op, T, E, acc, load(src, row, j))
+        acc = fold(op, T, E, acc, src[row, j] if line else src[j])
         j += step
     return acc
 
@@ -169,7 +164,7 @@ def cube_reduce(
     without elements keeps the :func:`~cubeplug.std.combine.start` value (for max/min ``xs[0]``).
     """
     buf = cl.shared(T, CUBE)
-    acc = fold_range(op, T, E, start(op, T, element, xs, 0, 0), element, x, 0, cl.ABSOLUTE_POS_X, items,
+    acc = fold_range(op, T, E, start(op, T, xs, 0, False, 0), x, 0, False, cl.ABSOLUTE_POS_X, items,
                      cl.CUBE_DIM_X * cl.CUBE_COUNT_X, ilp)
     if E.lanes == 4:  # noqa: SIM102 (a comptime branch around a runtime one: folded when lowered)
         if cl.ABSOLUTE_POS_X == 0:
