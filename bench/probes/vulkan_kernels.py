@@ -25,6 +25,7 @@ from cubeplug import lang as cl
 from cubeplug.core.handle import Tensor as DeviceTensor
 from cubeplug.core.kernel import CubeCount
 from cubeplug.lang import Array, Comptime, f32
+from cubeplug.std import checks
 from cubeplug.std.combine import lang_type
 
 # The modules, not the functions cubeplug.std re-exports under the same names.
@@ -97,7 +98,7 @@ def figures(backend: str) -> dict[str, float]:
     )
     blocks = N // scan.BLOCK
     sums = client.empty(4 * blocks)
-    count = scan._count(blocks)
+    count = checks.cube_count(blocks)
     out["scan block_totals"] = device_ms(
         client,
         lambda: scan.block_totals.launch_unchecked(client, count, 256, x, sums, N, blocks, 0.0, OP=0, T=T),

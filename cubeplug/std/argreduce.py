@@ -109,8 +109,7 @@ def _arg(client: Any, handle: Handle, n: int, op: str, dtype: Any, what: str) ->
     T = lang_type(name)
     x, xi, first = handle, handle, True
     while True:
-        most = max(MAX_CUBES, checks.groups(n, CUBE * checks.MAX_PER_UNIT))
-        cubes = min(checks.groups(n, CUBE * ILP), most)
+        cubes = checks.capped_groups(n, CUBE * ILP, MAX_CUBES, CUBE)
         vals: Handle = client.empty(size * cubes)
         idxs: Handle = client.empty(4 * cubes)
         arg_pass.launch_unchecked(client, CubeCount(cubes), CUBE, x, xi, vals, idxs, n, OP=code,

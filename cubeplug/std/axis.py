@@ -29,32 +29,8 @@ from cubeplug.core.handle import Tensor as DeviceTensor
 from cubeplug.core.kernel import CubeCount, dtype_of
 from cubeplug.lang import Array, Comptime, Tensor
 from cubeplug.std import checks
-from cubeplug.std.combine import MAX, MIN, PROD, combine, element_type, identity, lang_type, op_code
-from cubeplug.std.reduction import CUBE, ILP, cube_tree
-
-
-@cl.func
-def fold_line(
-    op: int, T: cl.DType, t: Tensor[Any], r: Any, first: Any, stop: Any, step: Any, acc: Any
-) -> Any:
-    """``acc`` folded with ``t[r, j]`` for ``j`` in ``range(first, stop, step)``, ILP loads at a time.
-
-    The loads are issued together before they are folded (in flight at once; a tail loop takes the
-    rest): Vulkan's compiler does not unroll the plain loop as NVRTC and NVIDIA's OpenCL do. On the
-    H200 (16k x 16k f32) one load a step took 1.86x and 1.80x CUDA's device time along axis 1 and 0,
-    four 1.05x and 1.02x."""
-    vals = cl.local(T, ILP)
-    j = first
-    while j + (ILP - 1) * step < stop:
-        for k in cl.unroll(range(ILP)):
-            vals[k] = t[r, j + k * step]
-        for k in cl.unroll(range(ILP)):
-            acc = combine(op, T, acc, vals[k])
-        j += ILP * step
-    while j < stop:
-        acc = combine(op, T, acc, t[r, j])
-        j += step
-    return acc
+from cubeplug.std.combine import MAX, MIN, combine, element_type, identity, lang_type, op_code, start
+from cubeplug.std.reduction import CUBE, ILP, cube_tree, fold_range
 
 
 @cl.kernel
@@ -69,13 +45,7 @@ def axis_pass(
     u = cl.UNIT_POS_X
     r = cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X
     if r < t.shape[0]:
-        acc = T(0)
-        if OP == PROD:
-            acc = T(1)
-        if OP >= MAX:
-            acc = t[r, 0]
-        acc = fold_line(OP, T, t, r, u, t.shape[1], CUBE, acc)
-        buf[u] = acc
+        buf[u] = fold_range(OP, T, T, start(OP, T, t, r, True, 0), t, r, True, u, t.shape[1], CUBE, ILP)
         cube_tree(OP, T, buf)
         if u == 0:
             out[r] = buf[0]
@@ -102,15 +72,11 @@ def column_pass(
     r = cl.CUBE_POS_X * LINES + lx
     length = t.shape[1]
     chunk = (length + cl.CUBE_COUNT_Y - 1) // cl.CUBE_COUNT_Y
-    start = cl.CUBE_POS_Y * chunk
-    stop = min(start + chunk, length)
-    acc = T(0)
-    if OP == PROD:
-        acc = T(1)
+    first = cl.CUBE_POS_Y * chunk
+    stop = min(first + chunk, length)
+    acc = T(0)  # the value of the units past the last line: folded only among them, never stored
     if r < t.shape[0]:
-        if OP >= MAX:
-            acc = t[r, 0]  # an element of the line: changes nothing for max/min
-        acc = fold_line(OP, T, t, r, start + ly, stop, SLICES, acc)
+        acc = fold_range(OP, T, T, start(OP, T, t, r, True, 0), t, r, True, first + ly, stop, SLICES, ILP)
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
     for k in cl.unroll(range(LOG_SLICES)):
@@ -176,7 +142,6 @@ def reduce_axis(client: Any, array: DeviceArray, axis: int, op: str = "sum") -> 
     if strides[0] == 1 and 1 < lines <= MAX_COLUMN_LINES:
         _columns(client, view, result, code, name)
         return result
-    cubes_x = checks.groups(lines, 1)
-    axis_pass.launch_unchecked(client, CubeCount(cubes_x, checks.groups(lines, cubes_x)), CUBE, view,
-                               result.handle, OP=code, T=lang_type(name))
+    axis_pass.launch_unchecked(client, checks.cube_count(lines), CUBE, view, result.handle, OP=code,
+                               T=lang_type(name))
     return result

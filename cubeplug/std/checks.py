@@ -12,6 +12,7 @@ import numpy as np
 
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.handle import Handle
+from cubeplug.core.kernel import CubeCount
 
 #: Most cubes a std launch uses along x (WebGPU allows 65535 per dimension); kernels loop over the rest.
 MAX_GROUPS = 65535
@@ -70,3 +71,19 @@ def prefix(handle: Handle, nbytes: int) -> Handle:
 def groups(items: int, per_group: int, cap: int = MAX_GROUPS) -> int:
     """Cubes needed for ``items`` at ``per_group`` each, between 1 and ``cap``."""
     return max(1, min(cap, -(-items // per_group)))
+
+
+def capped_groups(items: int, per_group: int, most: int, units: int) -> int:
+    """Cubes for ``items`` at ``per_group`` each (a grid-stride loop over the rest), at most ``most``
+    (a wave of the device, say) unless that many would leave each of a cube's ``units`` units more
+    than :data:`MAX_PER_UNIT` items to loop over (lavapipe's loop limit)."""
+    return min(groups(items, per_group), max(most, groups(items, units * MAX_PER_UNIT)))
+
+
+def cube_count(cubes: int) -> CubeCount:
+    """A count of ``cubes`` cubes, one per line or block: along x, and along y as well beyond
+    :data:`MAX_GROUPS` (the kernels take the cube's linear position, ``CUBE_POS_Y * CUBE_COUNT_X +
+    CUBE_POS_X``, as its index and skip the extra ones)."""
+    if cubes <= MAX_GROUPS:
+        return CubeCount(cubes)
+    return CubeCount(MAX_GROUPS, -(-cubes // MAX_GROUPS))

@@ -14,9 +14,11 @@ output once (3n element transfers; a scan-then-add scheme moves 4n):
    ``i`` (the previous block's total, or the identity, at a block's first element).
 
 Whole blocks load without a test per element (with one, Vulkan's compilers keep fewer loads in
-flight, as ``axis.py`` measured). Elements past ``n`` in the last block are loaded as 0: a scan
-moves only rightwards, so they change no stored result, and the last block's total is never used.
-Blocks beyond 65535 cubes use a 2-D count (the kernels skip the extra cubes).
+flight, as ``reduction.fold_range`` measured): both passes load through :func:`load_block`.
+Elements past ``n`` in the last block are loaded as the identity: they change no block total, and
+a scan moves only rightwards, so they change no stored result.
+Blocks beyond 65535 cubes use a 2-D count (:func:`~cubeplug.std.checks.cube_count`; the kernels
+skip the extra cubes).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from cubeplug import lang as cl
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import DTYPES, CubeCount
+from cubeplug.core.kernel import DTYPES
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks
 from cubeplug.std.combine import combine, element_type, identity, lang_type, op_code
@@ -34,6 +36,24 @@ from cubeplug.std.reduction import CUBE, LOG_CUBE, cube_tree
 #: Consecutive elements each unit scans (a block is CUBE * PER_UNIT elements).
 PER_UNIT = 8
 BLOCK = CUBE * PER_UNIT
+
+
+@cl.func
+def load_block(x: Array[Any], n: Any, base: Any, pad: Any, dst: Array[Any], at: Any, step: Any) -> None:
+    """``dst[at + k * step]``: element ``base + k * CUBE + u`` of ``x`` for each of unit ``u``'s
+    PER_UNIT elements ``k`` of the block at ``base`` (coalesced: neighbouring units load neighbouring
+    elements), or ``pad`` past ``n``. A whole block loads with no test between the loads."""
+    u = cl.UNIT_POS_X
+    if n - base >= BLOCK:  # a whole block (base < n; base + BLOCK could wrap past 2^32)
+        for k in cl.unroll(range(PER_UNIT)):
+            dst[at + k * step] = x[base + k * CUBE + u]
+    else:
+        for k in cl.unroll(range(PER_UNIT)):
+            i = base + k * CUBE + u
+            v = pad
+            if i < n:
+                v = x[i]
+            dst[at + k * step] = v
 
 
 @cl.kernel
@@ -46,19 +66,11 @@ def block_totals(
     blk = cl.CUBE_POS
     u = cl.UNIT_POS_X
     if blk < blocks:
-        base = blk * BLOCK
+        vals = cl.local(T, PER_UNIT)
+        load_block(x, n, blk * BLOCK, ident, vals, 0, 1)
         acc = ident
-        if n - base >= BLOCK:  # a whole block (base < n; base + BLOCK could wrap past 2^32)
-            vals = cl.local(T, PER_UNIT)
-            for k in cl.unroll(range(PER_UNIT)):
-                vals[k] = x[base + k * CUBE + u]
-            for k in cl.unroll(range(PER_UNIT)):
-                acc = combine(OP, T, acc, vals[k])
-        else:
-            for k in cl.unroll(range(PER_UNIT)):
-                i = base + k * CUBE + u
-                if i < n:
-                    acc = combine(OP, T, acc, x[i])
+        for k in cl.unroll(range(PER_UNIT)):
+            acc = combine(OP, T, acc, vals[k])
         buf[u] = acc
         cube_tree(OP, T, buf)
         if u == 0:
@@ -77,16 +89,7 @@ def scan_block(
     u = cl.UNIT_POS_X
     if blk < blocks:
         base = blk * BLOCK
-        if n - base >= BLOCK:
-            for k in cl.unroll(range(PER_UNIT)):
-                tile[k * CUBE + u] = x[base + k * CUBE + u]
-        else:
-            for k in cl.unroll(range(PER_UNIT)):
-                i = base + k * CUBE + u
-                v = T(0)
-                if i < n:
-                    v = x[i]
-                tile[k * CUBE + u] = v
+        load_block(x, n, base, ident, tile, u, CUBE)
         cl.sync_cube()
         acc = tile[u * PER_UNIT]
         for k in cl.unroll(range(1, PER_UNIT)):
@@ -126,27 +129,20 @@ def scan_block(
                     out[i] = tile[p]
 
 
-def _count(blocks: int) -> CubeCount:
-    """A count of ``blocks`` cubes, 2-D beyond 65535 (the kernels skip the extra ones)."""
-    if blocks <= checks.MAX_GROUPS:
-        return CubeCount(blocks)
-    return CubeCount(checks.MAX_GROUPS, -(-blocks // checks.MAX_GROUPS))
-
-
 def _scan(client: Any, x: Handle, n: int, op: int, name: str, exclusive: bool, out: Handle) -> None:
     """``out[:n]``: the scan of ``x[:n]`` (n > 0)."""
     T = lang_type(name)
     size = DTYPES[name].itemsize
     blocks = -(-n // BLOCK)
+    count = checks.cube_count(blocks)
     ident = identity(op, name)
     sums: Handle = x  # unread when one block holds everything
     if blocks > 1:
         totals: Handle = client.empty(blocks * size)
-        block_totals.launch_unchecked(client, _count(blocks), CUBE, x, totals, n, blocks, ident, OP=op,
-                                    T=T)
+        block_totals.launch_unchecked(client, count, CUBE, x, totals, n, blocks, ident, OP=op, T=T)
         sums = client.empty(blocks * size)
         _scan(client, totals, blocks, op, name, False, sums)
-    scan_block.launch_unchecked(client, _count(blocks), CUBE, x, out, sums, n, blocks, ident, OP=op,
+    scan_block.launch_unchecked(client, count, CUBE, x, out, sums, n, blocks, ident, OP=op,
                                 EXCLUSIVE=exclusive, T=T)
 
 
