@@ -27,6 +27,8 @@ import numpy as np
 
 from cubeplug.lang import ir, lanes, semantics
 from cubeplug.lang.errors import BarrierDivergenceError
+from cubeplug.lang.interp_expr import Fn
+from cubeplug.lang.interp_expr import rows as _rows
 from cubeplug.lang.interp_plan import Plan, has_barrier
 from cubeplug.lang.lanes import Ramp, Tile
 from cubeplug.lang.types import DType
@@ -79,21 +81,6 @@ class Interpreter:
                 c1 = min(cubes, c0 + per, (c0 // row + 1) * row if row else cubes)
                 _Run(self.k, values, count, dims, c0, c1, self.plan).block(self.k.body, None)
                 c0 = c1
-
-
-_IN_PLACE = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or,
-             "^": np.bitwise_xor}
-#: Nodes whose value, when an array, is a new one that nothing else holds.
-_COMPUTED = (ir.BinOp, ir.UnOp, ir.Cast, ir.Call, ir.Select, ir.VecNew)
-
-
-def _fresh(node: ir.Expr, v: Any, dt: np.dtype[Any]) -> bool:
-    return isinstance(node, _COMPUTED) and isinstance(v, np.ndarray) and v.base is None and v.dtype == dt
-
-
-def _fits(v: Any, out: np.ndarray, dt: np.dtype[Any]) -> bool:
-    """True when ``v`` is an operand of ``dt`` that ``out`` can hold the result of, as it is."""
-    return np.shape(v) in ((), out.shape) and getattr(v, "dtype", None) == dt
 
 
 def _or(lanes_: np.ndarray | None, m: Mask, n: int) -> np.ndarray:
@@ -240,7 +227,7 @@ class _Run:
                 self.env[s.name] = _own(v, self.written)
             else:
                 old = self.full(self.env[s.name])
-                self.env[s.name] = np.where(_rows(m, old), self.full(v), old).astype(old.dtype, copy=False)
+                self.env[s.name] = lanes.select(_rows(m, old), self.full(v), old, old.dtype)
         elif isinstance(s, ir.Store):
             self.store(s, m)
         elif isinstance(s, ir.Atomic):
@@ -251,7 +238,7 @@ class _Run:
                 ab = (self.eval(cond.a), self.eval(cond.b))
                 if m is None and self.alive is None and self.stop is None and self.span(s, *ab):
                     return
-                c = self.binop(cond, ab=ab)
+                c = self.plan.exprs.split(cond)[2](*ab, None)
             else:
                 c = self.eval(cond)
             if np.ndim(c) == 0 or (m is None and (c.all() or not c.any())):  # the same in every lane
@@ -324,10 +311,8 @@ class _Run:
             # A start loaded through a ramp is a view of memory the body may store to: own it.
             self.env[s.var] = start if isinstance(start, Ramp) else _own(self.full(start), self.written)
         else:
-            self.env[s.var] = np.where(m, self.full(start), self.full(self.env[s.var])).astype(ty.np)
-        down = isinstance(s.step, ir.Const) and s.step.value < 0
-        self.loop(s, ir.BinOp(">" if down else "<", ir.Var(s.var, ty, s.loc), s.stop, ty, s.loc),
-                  s.body, m, step)
+            self.env[s.var] = lanes.select(m, self.full(start), self.full(self.env[s.var]), ty.np)
+        self.loop(s, self.plan.condition(s), s.body, m, step)
 
     def loop(self, rf: ir.RangeFor | None, cond: ir.Expr, body: ir.Block, m: Mask,
              step: Any = None) -> None:
@@ -353,7 +338,7 @@ class _Run:
                             continue
                     cur = self.full(cur)
                     more = semantics.binary_raw("+", cur, step, ty)
-                    self.env[rf.var] = more if inc is None else np.where(inc, more, cur)
+                    self.env[rf.var] = more if inc is None else lanes.select(inc, more, cur, ty.np)
         finally:
             self.brk, self.stop = saved
 
@@ -367,7 +352,7 @@ class _Run:
             sp = lanes.span(cond.op, *ab)
             if sp is not None and sp[1] - sp[0] in (0, self.n):
                 return None if sp[1] > sp[0] else np.zeros(self.n, bool)
-            c = self.binop(cond, ab=ab)
+            c = self.plan.exprs.split(cond)[2](*ab, None)
         else:
             c = self.eval(cond)
         return self.mask(_and(m, self.alive, None if self.brk is None else ~self.brk, self.full(c)))
@@ -390,7 +375,8 @@ class _Run:
                 sel = None
             dst = arr[idx.start:idx.start + k]
             if sel is None and k == self.n and isinstance(s.value, ir.BinOp):  # y[i] = y[i] + ...
-                val = self.binop(s.value, dst)
+                fa, fb, apply = self.plan.exprs.split(s.value)
+                val = apply(fa(self), fb(self), dst)
                 if val is dst:
                     return
             else:
@@ -452,7 +438,7 @@ class _Run:
             elif (old.view(np.uint32) == v.view(np.uint32)) if s.ty.is_float else old == v:
                 arr[a] = args[1][lane]  # compare_exchange(expected=v, new); f32: of the bits
         if s.out:
-            self.env[s.out] = np.where(~ok if m is None else m & ~ok, s.ty.np.type(0), out)
+            self.env[s.out] = lanes.select(~ok if m is None else m & ~ok, s.ty.np.type(0), out, s.ty.np)
 
     # ------------------------------------------------------------------------------ expressions
     def mask(self, m: Mask) -> np.ndarray:
@@ -522,16 +508,16 @@ class _Run:
             ok = np.zeros(self.n, bool)
         return arr, addr, ok
 
-    def load(self, e: ir.Load) -> Any:
+    def load(self, e: ir.Load, idx: Any, guard: Fn | None) -> Any:
+        """Load ``e`` at the lanes' index values ``idx`` (``guard``: its guard's closure)."""
         arr, base, size = self.mem[e.array]
-        idx = self.eval(e.index)
         if isinstance(idx, Ramp) and base is None and idx.step == 1 and idx.start >= 0:
             k = max(0, min(self.n, size - idx.start))
             got = arr[idx.start:idx.start + k]
             if k < self.n:
                 got = np.concatenate([got, np.zeros(_shape(self.n - k, e.ty), e.ty.np)])
-            if e.guard is not None:
-                got = np.where(_rows(self.full(self.eval(e.guard)), got), got, e.ty.np.type(0))
+            if guard is not None:
+                got = lanes.select(_rows(self.full(guard(self)), got), got, e.ty.np.type(0), e.ty.np)
             return got
         column = self.column(e.array, idx, e.guard)
         if column is not None:
@@ -557,83 +543,13 @@ class _Run:
         if len(arr) == 0:
             return np.zeros(_shape(self.n, e.ty), e.ty.np)
         got = arr[addr]
-        return got if ok is None else np.where(_rows(ok, got), got, e.ty.np.type(0))
-
-    def binop(self, e: ir.BinOp, out: np.ndarray | None = None, ab: tuple[Any, Any] | None = None) -> Any:
-        """``a op b`` (``ab``: the operands, evaluated already); the result goes to ``out`` where
-        given and possible, else to a temporary operand where one is (numpy's ufuncs handle
-        overlapping operands)."""
-        a, b = (self.eval(e.a), self.eval(e.b)) if ab is None else ab
-        if isinstance(a, (Ramp, Tile)) or isinstance(b, (Ramp, Tile)):
-            r = lanes.binary(e.op, a, b, e.a.ty)
-            if r is not None:
-                return r
-            a, b = lanes.materialize(a), lanes.materialize(b)
-        a, b = lanes.splat(a, b), lanes.splat(b, a)
-        ufunc = _IN_PLACE.get(e.op)
-        if ufunc is not None:
-            dt = e.ty.np
-            if out is None:
-                out = a if _fresh(e.a, a, dt) else b if _fresh(e.b, b, dt) else None
-            if out is not None and _fits(a, out, dt) and _fits(b, out, dt):
-                return ufunc(a, b, out=out)
-        return semantics.binary_raw(e.op, a, b, e.a.ty)
+        return got if ok is None else lanes.select(_rows(ok, got), got, e.ty.np.type(0), e.ty.np)
 
     def eval(self, e: ir.Expr) -> Any:
-        if isinstance(e, ir.Const):
-            return e.ty.np.type(e.value)
-        if isinstance(e, ir.Var):
-            if e.kind == "local":
-                return self.env[e.name]
-            return e.ty.np.type(self.values[e.name])
-        if isinstance(e, ir.Builtin):
-            return self.builtin(e.name)
-        if isinstance(e, ir.BinOp):
-            return self.binop(e)
-        if isinstance(e, ir.UnOp):
-            a = self.eval(e.a)
-            if isinstance(a, (Ramp, Tile)):
-                r = lanes.unary(e.op, a, e.ty)
-                if r is not None:
-                    return r
-                a = a.array()
-            return semantics.unary_raw(e.op, a, e.ty)
-        if isinstance(e, ir.Cast):
-            a = self.eval(e.a)
-            if isinstance(a, (Ramp, Tile)):
-                r = lanes.cast(a, e.ty)
-                if r is not None:
-                    return r
-                a = a.array()
-            return semantics.cast(a, e.ty)
-        if isinstance(e, ir.Call):
-            return semantics.math(e.fn, [lanes.materialize(self.eval(a)) for a in e.args], e.ty)
-        if isinstance(e, ir.Select):
-            a, b = self.full(self.eval(e.a)), self.full(self.eval(e.b))
-            return np.where(_rows(self.full(self.eval(e.cond)), a), a, b).astype(e.ty.np, copy=False)
-        if isinstance(e, ir.Load):
-            return self.load(e)
-        if isinstance(e, ir.VecNew):
-            vals = [self.eval(a) for a in e.args]
-            if all(np.ndim(v) == 0 and not isinstance(v, (Ramp, Tile)) for v in vals):
-                # The same vector in every lane: a read-only broadcast view, not n copies.
-                one = np.array([vals * e.ty.lanes if len(vals) == 1 else vals], e.ty.np)
-                return np.broadcast_to(one, (self.n, e.ty.lanes))
-            lanes_ = [self.full(v) for v in vals]
-            if len(lanes_) == 1:
-                lanes_ = lanes_ * e.ty.lanes
-            return np.stack(lanes_, axis=1).astype(e.ty.np, copy=False)
-        if isinstance(e, ir.VecGet):
-            return self.full(self.eval(e.v))[:, e.lane]
-        raise TypeError(e)  # pragma: no cover
+        """The value of ``e`` for the batch's lanes, through its compiled closure."""
+        return self.plan.exprs(e)(self)
 
 
 def _shape(n: int, ty: DType) -> tuple[int, ...]:
     """The shape of ``n`` values of ``ty``: ``(n,)``, or ``(n, lanes)`` for a vector."""
     return (n, ty.lanes) if ty.is_vector else (n,)
-
-
-def _rows(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """A per-lane mask shaped to select whole rows of ``like`` (a column for vectors; a vector
-    mask selects lane by lane as it is)."""
-    return mask[:, None] if np.ndim(like) == 2 and np.ndim(mask) == 1 else mask
