@@ -54,25 +54,38 @@ class Ramp:
 
 @dataclass(frozen=True, slots=True)
 class Tile:
-    """``start + step * u`` for the units ``u < units`` of each of ``rows`` cubes, side by side
-    (``UNIT_POS_X`` of one-dimensional cubes, ``u * 8 + k``): an access of shared memory through
-    one is a strided view of the cubes' rows, not a gather."""
+    """``start + step * u + row * r`` for the units ``u < units`` of each of ``rows`` cubes ``r``,
+    side by side (``UNIT_POS_X`` of one-dimensional cubes, ``u * 8 + k``; with a ``row`` step,
+    ``CUBE_POS_X`` within a row of the grid and ``CUBE_POS * BLOCK + k * CUBE + UNIT_POS``): an
+    access of shared memory through one of row step 0 is a strided view of the cubes' rows, an
+    access of global memory through one in bounds a strided view of the array, not a gather."""
 
     start: int
     step: int
     units: int
     rows: int
     dtype: np.dtype[Any]
+    row: int = 0
 
     def array(self) -> np.ndarray:
         """The lane values as an array."""
-        one = (np.arange(self.units, dtype=np.int64) * self.step + self.start).astype(self.dtype)
-        return np.tile(one, self.rows)
+        one = np.arange(self.units, dtype=np.int64) * self.step + self.start
+        if self.row:
+            every = one[None, :] + (np.arange(self.rows, dtype=np.int64) * self.row)[:, None]
+            return every.reshape(-1).astype(self.dtype)
+        return np.tile(one.astype(self.dtype), self.rows)
+
+    def bounds(self) -> tuple[int, int]:
+        """The least and the greatest lane value."""
+        corners = [self.start + self.step * u + self.row * r
+                   for u in (0, self.units - 1) for r in (0, self.rows - 1)]
+        return min(corners), max(corners)
 
     def cut(self, size: int) -> tuple[int, int, slice] | None:
-        """For a positive step: the units ``[lo, hi)`` whose values are in ``[0, size)`` (they are
-        one run) and the slice of a cube's row those address; None for another step."""
-        if self.step <= 0:
+        """For a positive step and row step 0: the units ``[lo, hi)`` whose values are in
+        ``[0, size)`` (they are one run) and the slice of a cube's row those address; None for
+        another step."""
+        if self.step <= 0 or self.row:
             return None
         lo = 0 if self.start >= 0 else min(self.units, (self.step - 1 - self.start) // self.step)
         hi = min(self.units, (size - 1 - self.start) // self.step + 1) if self.start < size else 0
@@ -89,11 +102,17 @@ def _fits(start: int, step: int, n: int, dtype: np.dtype[Any]) -> bool:
     return bool(info.min <= min(start, last) and max(start, last) <= info.max)
 
 
-def make_tile(start: int, step: int, units: int, rows: int, dtype: np.dtype[Any]) -> Any:
-    """A :class:`Tile`, a scalar for step 0, or None when a value leaves the range of ``dtype``."""
-    if not _fits(start, step, units, dtype):
+def make_tile(start: int, step: int, units: int, rows: int, dtype: np.dtype[Any], row: int = 0) -> Any:
+    """A :class:`Tile`, a scalar where every lane has the same value, or None when a value leaves
+    the range of ``dtype``."""
+    if rows == 1:
+        row = 0
+    if not (_fits(start, step, units, dtype) and _fits(start, row, rows, dtype)
+            and _fits(start + row * (rows - 1), step, units, dtype)):
         return None
-    return dtype.type(start) if step == 0 else Tile(start, step, units, rows, dtype)
+    if step == 0 and row == 0:
+        return dtype.type(start)
+    return Tile(start, step, units, rows, dtype, row)
 
 
 def make(start: int, step: int, n: int, dtype: np.dtype[Any]) -> Any:
@@ -158,18 +177,19 @@ def _tile_binary(op: str, a: Any, b: Any, ty: DType) -> Any:
     if ta and tb:
         if op in ("+", "-") and (a.units, a.rows) == (b.units, b.rows):
             sign = 1 if op == "+" else -1
-            return make_tile(a.start + sign * b.start, a.step + sign * b.step, a.units, a.rows, dt)
+            return make_tile(a.start + sign * b.start, a.step + sign * b.step, a.units, a.rows, dt,
+                             a.row + sign * b.row)
         return None
     t, s = (a, as_int(b)) if ta else (b, as_int(a))
     if s is None or not isinstance(t, Tile):
         return None
     if op == "+":
-        return make_tile(t.start + s, t.step, t.units, t.rows, dt)
+        return make_tile(t.start + s, t.step, t.units, t.rows, dt, t.row)
     if op == "*":
-        return make_tile(t.start * s, t.step * s, t.units, t.rows, dt)
+        return make_tile(t.start * s, t.step * s, t.units, t.rows, dt, t.row * s)
     if op == "-":
-        return make_tile(t.start - s, t.step, t.units, t.rows, dt) if ta else \
-            make_tile(s - t.start, -t.step, t.units, t.rows, dt)
+        return make_tile(t.start - s, t.step, t.units, t.rows, dt, t.row) if ta else \
+            make_tile(s - t.start, -t.step, t.units, t.rows, dt, -t.row)
     return None
 
 
@@ -177,7 +197,7 @@ def unary(op: str, a: Ramp | Tile, ty: DType) -> Any:
     """``-a`` of a ramp or a tile (signed types, in range), else None."""
     if op == "-" and ty.is_int:
         if isinstance(a, Tile):
-            return make_tile(-a.start, -a.step, a.units, a.rows, ty.np)
+            return make_tile(-a.start, -a.step, a.units, a.rows, ty.np, -a.row)
         return make(-a.start, -a.step, a.n, ty.np)
     return None
 
@@ -186,7 +206,7 @@ def cast(a: Ramp | Tile, ty: DType) -> Any:
     """A ramp or a tile converted to another integer type where every lane fits, else None."""
     if ty.is_int and not ty.is_vector:
         if isinstance(a, Tile):
-            return make_tile(a.start, a.step, a.units, a.rows, ty.np)
+            return make_tile(a.start, a.step, a.units, a.rows, ty.np, a.row)
         return make(a.start, a.step, a.n, ty.np)
     return None
 
@@ -304,6 +324,9 @@ def position(name: str, count: tuple[int, int, int], dims: tuple[int, int, int],
         return make((c0 % count[0]) * dims[0], 1, ncubes * units, u32)
     if base == "UNIT_POS" and a == 0 and units == dims[0] and units > 1:
         return Tile(0, 1, units, ncubes, u32)
+    if base == "CUBE_POS" and a == 0 and units == dims[0] and c0 // count[0] == (c1 - 1) // count[0]:
+        # A scalar for one cube; for several, a tile of row step 1 (the scan's block addresses).
+        return make_tile(c0 % count[0], 0, units, ncubes, u32, 1)
     unit: Any = u32.type(0)
     cube: Any = u32.type(0)
     if base != "CUBE_POS" and dims[a] > 1:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cubeplug.lang import lanes
+from cubeplug.lang.types import u32 as U32
 
 DTYPES = ("float16", "float32", "float64", "int32", "uint32", "int64", "bool")
 
@@ -38,3 +39,26 @@ def test_select_broadcasts_scalars_and_vector_rows() -> None:
     # operands of another dtype are converted first, as numpy.where(...).astype(dtype) does
     got = lanes.select(c, np.array([1.9, -2.9, 3.5]), np.int64(-1), np.dtype(np.int32))
     np.testing.assert_array_equal(got, [1, -1, 3])
+
+
+def test_tiles_with_a_row_step_are_their_lane_values() -> None:
+    u32 = np.dtype(np.uint32)
+    units, rows = 4, 3
+    unit = lanes.Tile(0, 1, units, rows, u32)
+    cube = lanes.position("CUBE_POS_X", (8, 1, 1), (units, 1, 1), 2, 2 + rows)
+    assert isinstance(cube, lanes.Tile) and cube.row == 1
+    np.testing.assert_array_equal(cube.array(), np.repeat([2, 3, 4], units))
+    # CUBE_POS * 16 + 2 * UNIT_POS + 1, as the interpreter's lane rules build it
+    scaled = lanes.binary("*", unit, u32.type(2), U32)
+    t = lanes.binary("+", lanes.binary("*", cube, u32.type(16), U32), scaled, U32)
+    t = lanes.binary("+", t, u32.type(1), U32)
+    want = np.repeat([2, 3, 4], units) * 16 + np.tile(np.arange(units), rows) * 2 + 1
+    assert isinstance(t, lanes.Tile) and (t.step, t.row) == (2, 16)
+    np.testing.assert_array_equal(t.array(), want)
+    assert t.bounds() == (want.min(), want.max())
+    # a value out of the dtype's range is left to the array arithmetic, which wraps
+    assert lanes.binary("-", u32.type(0), t, U32) is None
+    # one cube: a scalar
+    assert lanes.position("CUBE_POS_X", (8, 1, 1), (units, 1, 1), 5, 6) == 5
+    # a batch that spans two rows of the grid: an array
+    assert isinstance(lanes.position("CUBE_POS_X", (4, 2, 1), (units, 1, 1), 3, 5), np.ndarray)
