@@ -152,7 +152,10 @@ class _Run:
         self.brk: np.ndarray | None = None
         self.stop: np.ndarray | None = None
         #: For a run on a subset of a batch's lanes (:meth:`branch`): the batch's run and the lanes.
-        self.outer: tuple[_Run, np.ndarray | slice] | None = None
+        self.outer: tuple[_Run, np.ndarray | slice | lanes.Units] | None = None
+        #: True when the lanes are whole rows of the batch's cubes (the batch's run, or a run on
+        #: :class:`~cubeplug.lang.lanes.Units`): tiles address them, as views of memory.
+        self.cubewise = True
 
     # ------------------------------------------------------------------------------ statements
     def live(self, mask: Mask) -> Mask:
@@ -193,20 +196,24 @@ class _Run:
         an enclosing loop."""
         return self.plan.alone(b).ok
 
-    def alone(self, b: ir.Block, idx: np.ndarray | slice) -> None:
+    def alone(self, b: ir.Block, idx: np.ndarray | slice | lanes.Units) -> None:
         """Run ``b`` (:meth:`runs_alone`) on the lanes ``idx`` alone, as a run of their own: their
         values gathered (for a slice of lanes, views and ramps), the locals ``b`` assigns written back."""
         sub = object.__new__(_Run)
         sub.k, sub.plan = self.k, self.plan
         sub.count, sub.dims, sub.c0, sub.c1 = self.count, self.dims, self.c0, self.c1
-        sub.n = len(idx) if isinstance(idx, np.ndarray) else idx.stop - idx.start
+        if isinstance(idx, lanes.Units):
+            sub.n = idx.rows * (idx.hi - idx.lo)
+        else:
+            sub.n = len(idx) if isinstance(idx, np.ndarray) else idx.stop - idx.start
         sub.types, sub.values, sub.written = self.types, self.values, self.written
         sub.builtins = {}
         sub.private = frozenset()  # a unit's private elements are no longer at lane * size: no columns
-        sub.mem = {name: (arr, None if base is None else base[idx], size)
+        sub.mem = {name: (arr, None if base is None else lanes.take(base, idx), size)
                    for name, (arr, base, size) in self.mem.items()}
         sub.alive = sub.brk = sub.stop = None
         sub.outer = (self, idx)
+        sub.cubewise = self.cubewise and isinstance(idx, lanes.Units)
         plan = self.plan.alone(b)
         env = self.env
         taken_env = {name: lanes.take(env[name], idx) for name in plan.need}
@@ -217,7 +224,7 @@ class _Run:
             if v is not taken_env[name]:  # assigned in the branch: its lanes back into the batch's value
                 ty = self.types[name]
                 whole = np.array(self.full(self.env[name]), dtype=ty.np)
-                whole[idx] = lanes.materialize(v)
+                lanes.put(whole, idx, v)
                 self.env[name] = whole
 
     def stmt(self, s: ir.Stmt, m: Mask) -> None:
@@ -271,8 +278,13 @@ class _Run:
         lanes where it holds are one run, ``[lo, hi)``, and its ``then`` runs on their slice, ramps
         kept (``if ABSOLUTE_POS_X == 0``, ``if i < n``: no mask over the batch). False when the
         condition is of another kind or the block cannot run alone."""
-        sp = lanes.span(s.cond.op, a, b) if isinstance(s.cond, ir.BinOp) else None
-        if sp is None or COMPACT <= 0 or not self.runs_alone(s.then):
+        if not isinstance(s.cond, ir.BinOp) or COMPACT <= 0:
+            return False
+        units = lanes.unit_span(s.cond.op, a, b) if self.cubewise else None
+        if units is not None:
+            return self.unit_span(s, units)
+        sp = lanes.span(s.cond.op, a, b)
+        if sp is None or not self.runs_alone(s.then):
             return False
         lo, hi = sp
         if lo < hi:
@@ -284,6 +296,24 @@ class _Run:
             rest = np.ones(self.n, bool)
             rest[lo:hi] = False
             self.branch(s.orelse, rest)
+        return True
+
+    def unit_span(self, s: ir.If, units: lanes.Units) -> bool:
+        """Run ``s`` (every lane live) when its condition compares a tile with an integer: its
+        ``then`` on the units where it holds, tiles kept (``if UNIT_POS_X < half`` of a tree:
+        shared memory through views, not gathers); its ``else`` under a mask."""
+        if not self.runs_alone(s.then) or units.units * units.rows != self.n:
+            return False
+        lo, hi = units.lo, units.hi
+        if lo < hi:
+            if hi - lo == units.units:
+                self.block(s.then, None)
+                return True
+            self.alone(s.then, units)
+        if s.orelse.stmts and hi - lo < units.units:
+            rest = np.ones((units.rows, units.units), bool)
+            rest[:, lo:hi] = False
+            self.branch(s.orelse, rest.reshape(-1))
         return True
 
     def barrier(self, s: ir.Barrier, m: Mask) -> None:
@@ -481,10 +511,10 @@ class _Run:
         ``(cubes, hi - lo)`` strided view of the batch's rows for the units ``[lo, hi)`` in bounds
         (the others read 0, their writes are dropped), when nothing guards the access; else None.
         The scan's and the trees' ``tile[k * CUBE + u]``, ``buf[u]``, ``tot[u - 4]``: no gather."""
-        if not isinstance(index, Tile) or guard is not None or self.outer is not None:
+        if not isinstance(index, Tile) or guard is not None or not self.cubewise:
             return None
         arr, base, size = self.mem[name]
-        if base is None or name in self.private or arr.ndim != 1 or index.rows != self.c1 - self.c0:
+        if base is None or name in self.plan.private or arr.ndim != 1 or index.rows != self.c1 - self.c0:
             return None
         cut = index.cut(size)
         if cut is None:
@@ -498,7 +528,7 @@ class _Run:
         store: when no two lanes address one element, in lane order); else None. The scan's
         ``x[CUBE_POS * BLOCK + k * CUBE + UNIT_POS]``: no gather, no scatter, no bounds masks
         (1M f32 inclusive scan, 2 cores: see docs/std.md)."""
-        if not isinstance(index, Tile) or guard is not None or self.outer is not None:
+        if not isinstance(index, Tile) or guard is not None or not self.cubewise:
             return None
         arr, base, size = self.mem[name]
         if base is not None or index.step < 0 or index.row < 0:

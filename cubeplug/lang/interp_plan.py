@@ -108,6 +108,8 @@ class Plan:
         self.exprs = Exprs()
         self._conditions: dict[int, ir.BinOp] = {}
         self._types = dict(k.locals)
+        #: The per-unit (``cl.local``) arrays.
+        self.private = frozenset(d.name for d in k.decls if d.space != "shared")
 
     def _mark(self, b: ir.Block, looped: bool) -> None:
         if looped:

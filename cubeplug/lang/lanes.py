@@ -95,6 +95,28 @@ class Tile:
         return lo, hi, slice(first, first + self.step * (hi - lo - 1) + 1, self.step)
 
 
+@dataclass(frozen=True, slots=True)
+class Units:
+    """The lanes of the units ``[lo, hi)`` of each of ``rows`` cubes of ``units`` lanes: the lanes
+    where a tile compared with an integer holds (``if UNIT_POS_X < half``), which a branch runs
+    on alone with its tiles kept (:func:`take`), so that its shared-memory accesses stay strided
+    views of the cubes' rows."""
+
+    lo: int
+    hi: int
+    units: int
+    rows: int
+
+    def columns(self, v: np.ndarray) -> np.ndarray:
+        """The view of ``v`` (one row, or one element, per lane) at these lanes, as ``(rows, hi - lo)``
+        rows."""
+        return v.reshape(self.rows, self.units, *v.shape[1:])[:, self.lo:self.hi]
+
+    def flat(self) -> np.ndarray:
+        """The lanes as indices."""
+        return (np.arange(self.rows)[:, None] * self.units + np.arange(self.lo, self.hi)[None, :]).reshape(-1)
+
+
 def _fits(start: int, step: int, n: int, dtype: np.dtype[Any]) -> bool:
     """Whether the ``n`` values ``start + step * i`` are all in the range of ``dtype``."""
     info = np.iinfo(dtype)
@@ -107,6 +129,8 @@ def make_tile(start: int, step: int, units: int, rows: int, dtype: np.dtype[Any]
     the range of ``dtype``."""
     if rows == 1:
         row = 0
+    if units == 1:
+        step = 0
     if not (_fits(start, step, units, dtype) and _fits(start, row, rows, dtype)
             and _fits(start + row * (rows - 1), step, units, dtype)):
         return None
@@ -242,6 +266,18 @@ def _switch(fn: Callable[[Any, Any], bool], r: Ramp, s: int) -> int:
     return lo
 
 
+def unit_span(op: str, a: Any, b: Any) -> Units | None:
+    """The units ``[lo, hi)`` where ``a op b`` holds in every cube, for a tile of row step 0 and an
+    integer compared by one of :data:`ORDERED` (the tile's values are monotonic over the units);
+    else None."""
+    if isinstance(b, Tile) and not isinstance(a, Tile):
+        a, b, op = b, a, _FLIP.get(op, op)
+    if not isinstance(a, Tile) or a.row or a.step == 0 or isinstance(b, (Ramp, Tile)):
+        return None
+    sp = span(op, Ramp(a.start, a.step, a.units, a.dtype), b)
+    return None if sp is None else Units(sp[0], sp[1], a.units, a.rows)
+
+
 def span(op: str, a: Any, b: Any) -> tuple[int, int] | None:
     """The lanes ``[lo, hi)`` where ``a op b`` holds, for a ramp and an integer compared by one of
     :data:`ORDERED` (they are one run: the ramp is monotonic); else None."""
@@ -261,9 +297,19 @@ def span(op: str, a: Any, b: Any) -> tuple[int, int] | None:
     return (0, switch) if fn(r.start, s) else (switch, r.n)
 
 
-def take(v: Any, idx: np.ndarray | slice) -> Any:
+def take(v: Any, idx: np.ndarray | slice | Units) -> Any:
     """The lanes ``idx`` of a lane value (a scalar stays one; a ramp is computed at them only, and
-    stays a ramp on a slice of lanes; an array on a slice is a view)."""
+    stays a ramp on a slice of lanes; an array on a slice is a view; on :class:`Units`, a tile
+    or a ramp is a tile of their units, an array a copy of their columns)."""
+    if isinstance(idx, Units):
+        if isinstance(v, Tile):
+            return make_tile(v.start + v.step * idx.lo, v.step, idx.hi - idx.lo, idx.rows, v.dtype, v.row)
+        if isinstance(v, Ramp):  # lane c * units + u: a tile of row step units * step
+            return make_tile(v.start + v.step * idx.lo, v.step, idx.hi - idx.lo, idx.rows, v.dtype,
+                             v.step * idx.units)
+        if isinstance(v, np.ndarray) and v.ndim:
+            return idx.columns(v).reshape(-1, *v.shape[1:])
+        return v
     if isinstance(v, Ramp):
         if isinstance(idx, slice):
             return make(v.start + v.step * idx.start, v.step, idx.stop - idx.start, v.dtype)
@@ -271,6 +317,16 @@ def take(v: Any, idx: np.ndarray | slice) -> Any:
     if isinstance(v, Tile):
         return v.array()[idx]
     return v[idx] if isinstance(v, np.ndarray) and v.ndim else v
+
+
+def put(whole: np.ndarray, idx: np.ndarray | slice | Units, v: Any) -> None:
+    """Write the values ``v`` of the lanes ``idx`` (:func:`take`'s) into ``whole``, every lane's value."""
+    v = materialize(v)
+    if isinstance(idx, Units):
+        cols = idx.columns(whole)
+        cols[...] = v if np.ndim(v) == 0 else np.reshape(v, cols.shape)
+    else:
+        whole[idx] = v
 
 
 def splat(v: Any, other: Any) -> Any:
