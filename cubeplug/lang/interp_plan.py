@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cubeplug.lang import ir
 from cubeplug.lang.interp_expr import Exprs
 
@@ -107,7 +109,7 @@ class Plan:
         #: The expressions' closures, compiled once per kernel (:mod:`cubeplug.lang.interp_expr`).
         self.exprs = Exprs()
         self._conditions: dict[int, ir.BinOp] = {}
-        self._types = dict(k.locals)
+        self.types = dict(k.locals)
         #: The per-unit (``cl.local``) arrays.
         self.private = frozenset(d.name for d in k.decls if d.space != "shared")
 
@@ -118,13 +120,20 @@ class Plan:
             for c in ir.children(s):
                 self._mark(c, looped or isinstance(s, (ir.RangeFor, ir.While)))
 
+    def fresh_env(self, n: int) -> dict[str, Any]:
+        """The locals of a batch of ``n`` lanes before the kernel's first statement: zeros. A vector
+        local starts as a read-only broadcast of zeros, not n rows of them: most are assigned
+        before they are read (fill 1M f32: 0.8 ms of its 5 ms were these zeros)."""
+        return {name: np.broadcast_to(np.zeros((1, ty.lanes), ty.np), (n, ty.lanes)) if ty.is_vector
+                else ty.np.type(0) for name, ty in self.types.items()}
+
     def condition(self, s: ir.RangeFor) -> ir.BinOp:
         """The condition of the range loop ``s`` (``var < stop``, ``var > stop`` for a negative
         constant step), built once: its closure is compiled once and kept by the node's identity."""
         got = self._conditions.get(id(s))
         if got is None:
             down = isinstance(s.step, ir.Const) and s.step.value < 0
-            ty = self._types[s.var]
+            ty = self.types[s.var]
             var = ir.Var(s.var, ty, s.loc)
             got = self._conditions[id(s)] = ir.BinOp(">" if down else "<", var, s.stop, ty, s.loc)
         return got
