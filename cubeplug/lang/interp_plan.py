@@ -1,6 +1,7 @@
 """What the interpreter works out once per kernel about its statements (:class:`Plan`): where a
-block's live lanes can change, and whether and how a block runs on a subset of the lanes alone
-(:class:`Alone`: which locals it gathers and which it writes back).
+block's live lanes can change, whether and how a block runs on a subset of the lanes alone
+(:class:`Alone`: which locals it gathers and which it writes back), and its expressions compiled
+into closures.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cubeplug.lang import ir
+from cubeplug.lang.interp_expr import Exprs
 
 
 def has_barrier(b: ir.Block) -> bool:
@@ -102,6 +106,12 @@ class Plan:
         self.looped: set[int] = set()  # blocks (by id) inside a loop
         self._mark(k.body, False)
         self._alone: dict[int, Alone] = {}
+        #: The expressions' closures, compiled once per kernel (:mod:`cubeplug.lang.interp_expr`).
+        self.exprs = Exprs()
+        self._conditions: dict[int, ir.BinOp] = {}
+        self.types = dict(k.locals)
+        #: The per-unit (``cl.local``) arrays.
+        self.private = frozenset(d.name for d in k.decls if d.space != "shared")
 
     def _mark(self, b: ir.Block, looped: bool) -> None:
         if looped:
@@ -109,6 +119,24 @@ class Plan:
         for s in b.stmts:
             for c in ir.children(s):
                 self._mark(c, looped or isinstance(s, (ir.RangeFor, ir.While)))
+
+    def fresh_env(self, n: int) -> dict[str, Any]:
+        """The locals of a batch of ``n`` lanes before the kernel's first statement: zeros. A vector
+        local starts as a read-only broadcast of zeros, not n rows of them: most are assigned
+        before they are read (fill 1M f32: 0.8 ms of its 5 ms were these zeros)."""
+        return {name: np.broadcast_to(np.zeros((1, ty.lanes), ty.np), (n, ty.lanes)) if ty.is_vector
+                else ty.np.type(0) for name, ty in self.types.items()}
+
+    def condition(self, s: ir.RangeFor) -> ir.BinOp:
+        """The condition of the range loop ``s`` (``var < stop``, ``var > stop`` for a negative
+        constant step), built once: its closure is compiled once and kept by the node's identity."""
+        got = self._conditions.get(id(s))
+        if got is None:
+            down = isinstance(s.step, ir.Const) and s.step.value < 0
+            ty = self.types[s.var]
+            var = ir.Var(s.var, ty, s.loc)
+            got = self._conditions[id(s)] = ir.BinOp(">" if down else "<", var, s.stop, ty, s.loc)
+        return got
 
     def alone(self, b: ir.Block) -> Alone:
         """How ``b`` runs on a subset of the lanes. A local that ``b`` assigns is written back to

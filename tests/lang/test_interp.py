@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cubeplug import lang as cl
-from cubeplug.lang import Array, BarrierDivergenceError, f32, interp
+from cubeplug.lang import Array, BarrierDivergenceError, f32, f32x4, interp, u32
 from cubeplug.lang.lower import Lowerer
 
 
@@ -183,3 +183,113 @@ def test_shared_memory_through_tiles_matches_gathers(monkeypatch: Any) -> None:
     monkeypatch.setattr(lanes, "position", lambda *a: lanes.materialize(position(*a)))
     np.testing.assert_array_equal(fast, run())
     assert isinstance(position("UNIT_POS_X", (9, 1, 1), (32, 1, 1), 0, 9), lanes.Tile)
+
+
+@cl.kernel
+def blocks(y: Array[f32], x: Array[f32], z: Array[f32], n: u32):
+    """Global accesses through ``CUBE_POS * 64 + k * 16 + UNIT_POS`` (strided views where every
+    lane is in bounds, a gather or a scatter where some are not) and a store that lanes of
+    neighbouring cubes share (a scatter: the last lane's write)."""
+    base = cl.CUBE_POS * 64
+    u = cl.UNIT_POS_X
+    for k in cl.unroll(range(4)):
+        y[base + k * 16 + u] = x[base + k * 16 + u] * 2.0 + f32(k)
+    z[cl.CUBE_POS * 8 + u] = f32(u) + f32(cl.CUBE_POS) * 100.0  # cube c's units 8.. are c + 1's 0..
+    y[base + 7 * u + 1] = y[base + 7 * u + 1] + 100.0  # overlapping rows of cubes
+
+
+def _blocks_numpy(x: np.ndarray, ylen: int, zlen: int, cubes: int) -> tuple[np.ndarray, np.ndarray]:
+    y = np.zeros(ylen, np.float32)
+    z = np.zeros(zlen, np.float32)
+    for c in range(cubes):
+        for k in range(4):
+            for u in range(16):
+                i = c * 64 + k * 16 + u
+                if i < ylen:
+                    y[i] = (x[i] if i < len(x) else 0) * np.float32(2) + np.float32(k)
+        for u in range(16):
+            if c * 8 + u < zlen:
+                z[c * 8 + u] = u + 100 * c
+    for c in range(cubes):  # lockstep: every lane loads before any stores
+        idx = [c * 64 + 7 * u + 1 for u in range(16)]
+        vals = [y[i] + np.float32(100) if i < ylen else 0 for i in idx]
+        for i, v in zip(idx, vals, strict=True):
+            if i < ylen:
+                y[i] = v
+    return y, z
+
+
+@pytest.mark.parametrize(("xlen", "ylen"), [(5 * 64, 5 * 64), (5 * 64 - 3, 5 * 64 - 5)])
+@pytest.mark.parametrize("compact", [0.0, interp.COMPACT])
+def test_tile_addresses_of_global_memory_match_numpy(xlen: int, ylen: int, compact: float,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(interp, "COMPACT", compact)
+    spec = blocks.specialize_for("python", None, 16, True, {})
+    x = np.arange(xlen, dtype=np.float32)
+    y, z = np.zeros(ylen, np.float32), np.zeros(5 * 8 + 8 - (xlen % 2), np.float32)
+    spec.source(Launch((5, 1, 1), (16, 1, 1)), y, x, z, np.uint32(xlen), np.uint32(ylen), np.uint32(xlen),
+                np.uint32(len(z)))
+    want_y, want_z = _blocks_numpy(x, ylen, len(z), 5)
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(z, want_z)
+
+
+@cl.kernel
+def unit_tree(y: Array[f32], x: Array[f32], idx: Array[u32], v4: Array[f32x4]):
+    """A halving tree of (value, index) pairs in shared memory (``if u < half``: units of every
+    cube), a branch with an else on ``u >= 3``, a vector local and a private array assigned under
+    them, the ramp ``ABSOLUTE_POS_X`` and the tile ``CUBE_POS_X`` read in them."""
+    bv = cl.shared(f32, 16)
+    bi = cl.shared(u32, 16)
+    priv = cl.local(f32, 2)
+    u = cl.UNIT_POS_X
+    i = cl.ABSOLUTE_POS_X
+    bv[u] = x[i]
+    bi[u] = i
+    vec = cl.Vec[f32, 4](x[i], 1.0, 2.0, 3.0)
+    priv[0] = x[i]
+    priv[1] = 0.0
+    cl.sync_cube()
+    for k in cl.unroll(range(4)):
+        half = 8 >> k
+        if u < half:
+            ov = bv[u + half]
+            oi = bi[u + half]
+            if ov > bv[u] or (ov == bv[u] and oi < bi[u]):
+                bv[u] = ov
+                bi[u] = oi
+        cl.sync_cube()
+    if u >= 3:
+        vec = cl.Vec[f32, 4](bv[0], f32(i), f32(cl.CUBE_POS_X), priv[0])
+        priv[1] = f32(u)
+    else:
+        vec = cl.Vec[f32, 4](-1.0, f32(u), 0.0, 0.0)
+    if u == 0:
+        idx[cl.CUBE_POS_X] = bi[0]
+    y[i] = priv[1]
+    v4[i] = vec
+
+
+def run_unit_tree(cubes: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    n = 16 * cubes
+    x = rng.integers(0, 6, n).astype(np.float32)  # ties: the lower index wins
+    arrays = [np.zeros(n, np.float32), x, np.zeros(cubes, np.uint32), np.zeros((n, 4), np.float32)]
+    spec = unit_tree.specialize_for("python", None, 16, True, {})
+    hidden = [np.uint32(len(arrays[[p.name for p in spec.ir.arrays].index(h.array)])) for h in spec.ir.hidden]
+    spec.source(Launch((cubes, 1, 1), (16, 1, 1)), *arrays, *hidden)
+    return arrays
+
+
+def test_branches_on_units_of_every_cube_match_every_lane(monkeypatch: Any) -> None:
+    monkeypatch.setattr(interp, "COMPACT", 0.0)  # the general path: masked statements over every lane
+    want = run_unit_tree(9)
+    monkeypatch.setattr(interp, "COMPACT", 0.25)
+    for got, expected in zip(run_unit_tree(9), want, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    x = want[1].reshape(9, 16)
+    np.testing.assert_array_equal(want[2], np.argmax(x, axis=1) + np.arange(9) * 16)
+    units = np.where(np.arange(16) >= 3, np.arange(16), 0)
+    np.testing.assert_array_equal(want[0].reshape(9, 16), np.broadcast_to(units, (9, 16)))
+    np.testing.assert_array_equal(want[3][16 + 5], [x[1].max(), 21, 1, x[1, 5]])
+    np.testing.assert_array_equal(want[3][16 + 2], [-1, 2, 0, 0])
