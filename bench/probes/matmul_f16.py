@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,8 @@ def main() -> None:
     backends = args[1:] or ["cuda", "webgpu"]
     variants = "--variants" in sys.argv
     out = {s: per_backend(s, size, variants) for s in backends}
-    print(json.dumps({"size": size, "backends": out}, indent=1))
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    print(json.dumps({"date": date, "argv": sys.argv, "size": size, "backends": out}, indent=1))
 
 
 if __name__ == "__main__":

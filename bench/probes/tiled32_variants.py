@@ -25,6 +25,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -117,7 +118,8 @@ def main() -> None:
                "hand_over_variant": round(hand / float(np.median(t)), 4)}
         for name, t in times.items()
     }  # fmt: skip
-    print(json.dumps({"device": str(client.device), "size": size, "rounds": rounds, "rows": rows}, indent=1))
+    print(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv,
+                      "device": str(client.device), "size": size, "rounds": rounds, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
