@@ -540,9 +540,10 @@ class WgpuServer(ComputeServer):
         GPUBuffers), so the outputs a loop dropped meanwhile become free to lend again. The device
         queue runs in submission order, so the next user of that memory comes after them.
 
-        Without it, on the H200 a loop of ``std.transpose`` of 16k x 16k f32 got a new 1 GiB page
-        per call, each zero-initialised by wgpu at its first use: 0.99 ms per call on the host for
-        0.62 ms on the device (``bench/results/std-bench-h200-final-2026-11-26.json``)."""
+        Without it, on an H100 a loop of ``std.transpose`` of 16k x 16k f32 got a new 1 GiB page
+        per call, each zero-initialised by wgpu at its first use: rounds of 1.2-6.2 ms a call for
+        0.81 ms on the device; with it, 0.80-0.82 ms (``bench/results/std-bench-*-h100-*-2026-11-26.json``,
+        docs/std.md)."""
         scheduler = self.scheduler  # a TaskRecorder while a graph is built: it holds nothing
         return isinstance(scheduler, Scheduler) and scheduler.flush_all() > 0
 
