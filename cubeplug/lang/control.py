@@ -146,6 +146,14 @@ def _range_loop(lw: Lowering, node: ast.For, call: ast.Call) -> None:
         tmp = lw.declare(f"{var}_end", ty, loc)
         lw.emit(ir.Assign(tmp, stop_e, loc))
         stop_e = ir.Var(tmp, ty, loc)
+    # So does its step; a C or WGSL ``for`` re-reads it at every pass, so a step the body could
+    # change (a local, or a load from memory the body stores to) is copied too. Steps made of
+    # constants, parameters and builtins (the grid strides) cannot change and stay inline.
+    step_e = es[2]
+    if not _invariant(step_e):
+        tmp = lw.declare(f"{var}_step", ty, loc)
+        lw.emit(ir.Assign(tmp, step_e, loc))
+        step_e = ir.Var(tmp, ty, loc)
     # In the body, the variable of a loop with constant bounds and step is below its stop (it is
     # not assigned there, and a nested loop over the same name would change it: then no bound).
     top = _last_value(es)
@@ -159,7 +167,21 @@ def _range_loop(lw: Lowering, node: ast.For, call: ast.Call) -> None:
     finally:
         lw.loops.pop()
         lw.var_bounds.pop(var, None)
-    lw.emit(ir.RangeFor(var, es[0], stop_e, es[2], body, loc))
+    lw.emit(ir.RangeFor(var, es[0], stop_e, step_e, body, loc))
+
+
+def _invariant(e: ir.Expr) -> bool:
+    """True for an expression no statement can change: constants, parameters and builtins, and
+    arithmetic of them."""
+    if isinstance(e, (ir.Const, ir.Builtin)):
+        return True
+    if isinstance(e, ir.Var):
+        return e.kind != "local"
+    if isinstance(e, ir.BinOp):
+        return _invariant(e.a) and _invariant(e.b)
+    if isinstance(e, (ir.UnOp, ir.Cast)):
+        return _invariant(e.a)
+    return False
 
 
 def _last_value(es: list[ir.Expr]) -> int | None:

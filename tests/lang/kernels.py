@@ -142,3 +142,20 @@ def prefixed_names(x: Array[f32], cl_s_n: u32, n: u32):
     i = cl.ABSOLUTE_POS_X
     if i < n:
         x[i] = f32(cl_s_x)
+
+
+@cl.kernel
+def step_changed_in_body(out: Array[u32], steps: Array[u32]) -> None:
+    """range() evaluates its step once (Python's rule): a step the body changes, held in a local or
+    read from memory the body stores to, does not change the passes."""
+    i = cl.ABSOLUTE_POS
+    if i < len(out):
+        s = u32(2)
+        passes = u32(0)
+        for _j in range(0, 10, s):
+            s = u32(100)
+            passes += 1
+        for _k in range(0, 10, steps[i]):
+            steps[i] = u32(100)
+            passes += 10
+        out[i] = passes

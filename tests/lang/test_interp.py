@@ -293,3 +293,56 @@ def test_branches_on_units_of_every_cube_match_every_lane(monkeypatch: Any) -> N
     np.testing.assert_array_equal(want[0].reshape(9, 16), np.broadcast_to(units, (9, 16)))
     np.testing.assert_array_equal(want[3][16 + 5], [x[1].max(), 21, 1, x[1, 5]])
     np.testing.assert_array_equal(want[3][16 + 2], [-1, 2, 0, 0])
+
+
+@cl.kernel
+def tile_plus_one(y: Array[f32], x: Array[f32]):
+    i = cl.CUBE_POS * 16 + cl.UNIT_POS_X
+    y[i] = x[i] + 1.0
+
+
+def test_a_tile_store_stays_inside_a_view_that_ends_mid_cube() -> None:
+    # The strided views of tile accesses are built on raw memory (as_strided): a view of 79 of 100
+    # elements must not be read or written past its end (the last cube's units 15.. are out).
+    big = np.arange(100, dtype=np.float32)
+    y = np.zeros(100, np.float32)
+    spec = tile_plus_one.specialize_for("python", None, 16, True, {})
+    hidden = [np.uint32(79) for _ in spec.ir.hidden]
+    spec.source(Launch((5, 1, 1), (16, 1, 1)), y[:79], big[:79], *hidden)
+    np.testing.assert_array_equal(y[:79], big[:79] + 1)
+    assert (y[79:] == 0).all()
+
+
+@cl.kernel
+def reversed_tiles(y: Array[f32], x: Array[f32]):
+    u = cl.UNIT_POS_X
+    base = cl.CUBE_POS * 16
+    y[base + 15 - u] = x[base + u]
+    if u >= 4:
+        y[base + u - 4] = y[base + u - 4] + x[base + 19 - u]
+
+
+def test_tiles_with_a_negative_step_match_gathers(monkeypatch: Any) -> None:
+    from cubeplug.lang import lanes
+
+    def run() -> np.ndarray:
+        x = np.arange(96, dtype=np.float32)
+        y = np.zeros(96, np.float32)
+        spec = reversed_tiles.specialize_for("python", None, 16, True, {})
+        hidden = [np.uint32(96) for _ in spec.ir.hidden]
+        spec.source(Launch((6, 1, 1), (16, 1, 1)), y, x, *hidden)
+        return y
+
+    fast = run()
+    x = np.arange(96, dtype=np.float32)
+    want = np.zeros(96, np.float32)
+    for c in range(6):
+        b = c * 16
+        want[b : b + 16] = x[b : b + 16][::-1]
+        for u in range(4, 16):
+            want[b + u - 4] += x[b + 19 - u] if b + 19 - u < 96 else 0
+    np.testing.assert_array_equal(fast, want)
+    position = lanes.position
+    monkeypatch.setattr(lanes, "position", lambda *a: lanes.materialize(position(*a)))
+    monkeypatch.setattr(interp, "COMPACT", 0.0)
+    np.testing.assert_array_equal(run(), want)

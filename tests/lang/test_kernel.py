@@ -294,3 +294,12 @@ def test_comptime_kernels_take_the_dispatcher_for_repeated_values(cpu: Any) -> N
     assert len(calls) == 1
     with pytest.raises(cubeplug.ValidationError, match="takes 2 arguments"):
         kern.launch(cpu, 1, 32, x, SQUARE=True, FACTOR=2.0)
+
+
+def test_a_range_step_is_evaluated_once(client: Any) -> None:
+    # 5 passes of each loop on every backend: the generated for loops re-read their step at every
+    # pass, so a step the body could change is copied before the loop, as its stop is.
+    out, steps = client.create(np.zeros(64, np.uint32)), client.create(np.full(64, 2, np.uint32))
+    k.step_changed_in_body.launch(client, cubeplug.CubeCount(1), 64, out, steps)
+    np.testing.assert_array_equal(client.to_numpy(out, "u32"), np.full(64, 55, np.uint32))
+    np.testing.assert_array_equal(client.to_numpy(steps, "u32"), np.full(64, 100, np.uint32))
