@@ -90,15 +90,12 @@ class Collectives(ABC):
         May return a function that queues the rest (the writes of ``dst``), which :func:`run` calls
         once every rank queued its reads: a rank's ``dst`` may be its ``src``, which the others read."""
 
-    #: Whether :meth:`queue_all` may queue every rank's part (False: it is never called, and the
-    #: last rank takes no client locks for it).
-    queues_all = False
-
     def queue_all(self, group: Group, rnd: Round) -> bool:
         """Queue every rank's part, each on ``member.stream`` of ``member.client``, from the calling
         thread (the last rank to arrive; the others wait until it returns), with every member's
-        client lock held; True once done. False (the default): each rank queues its own part on its
-        own thread with :meth:`queue`."""
+        client lock held; True once done. False: each rank queues its own part on its own thread
+        with :meth:`queue`. Not overriding it means the same, without the last rank taking every
+        client lock for it first."""
         return False
 
     def sync(self, client: Any) -> None:
@@ -183,7 +180,9 @@ def run(
     if last:
         if rnd.complete:
             assert impl is not None  # a rank whose own checks failed makes the round incomplete
-            if impl.queues_all:
+            # Only an implementation that overrides queue_all gets it called: the base one would
+            # return False after the last rank took every client lock for it.
+            if type(impl).queue_all is not Collectives.queue_all:
                 _queue_all(impl, group, rnd, rank)
         group.release(rnd, member)  # raises for a round that cannot run
     assert impl is not None  # meet or release raised this rank's own error otherwise

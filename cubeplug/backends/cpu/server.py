@@ -279,8 +279,7 @@ class CpuServer(ComputeServer):
 
     def sync_all(self) -> None:
         """Submit every stream's tasks and wait until the worker ran them."""
-        self.scheduler.flush_all()
-        self.queue.fence().wait()
+        self.release_queued(True)
         self.raise_async_error(self.queue.errors)
 
     def close(self) -> None:

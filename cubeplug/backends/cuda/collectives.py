@@ -80,8 +80,6 @@ class NcclCollectives(Collectives):
         return frozenset(NCCL_TYPES) & SHARED_TYPES & frozenset(client.capabilities.dtypes)
 
     # ------------------------------------------------------------------ one process
-    queues_all = True
-
     def queue_all(self, group: Group, rnd: Round) -> bool:
         """Every rank's NCCL call in one NCCL group, from the last rank's thread; False (each rank
         goes the portable way) when clients share a device, which NCCL cannot group."""

@@ -144,10 +144,9 @@ class OpenCLTransfers(ComputeServer):
                 return outs  # type: ignore[return-value]
 
             return self._read_chunk(stream_id, handles, total, copied_out)
-        outs = [host_buffer(n) for n in sizes]  # no zero-fill: the copies write them whole
+        outs: list[Any] = [host_buffer(n) for n in sizes]  # no zero-fill: the copies write them whole
         targets = [np.frombuffer(out, dtype=np.uint8) for out in outs]
-        held: list[Any] = [outs]
-        return self._read_into(stream_id, handles, targets, held, lambda: held.pop())
+        return self._read_into(stream_id, handles, targets, outs, lambda: outs)  # bytearrays, read as bytes
 
     def read_staged(self, handle: Handle, stream_id: int) -> Future[StagedRead]:
         """``handle``'s bytes in a pooled staging chunk (a mapped ``ALLOC_HOST_PTR`` buffer: DMA on a

@@ -155,8 +155,7 @@ class TestWriteCopyFill:
         for src_at, dst_at, size in [(0, 4 * a, 4 * a), (4 * a, 0, 3 * a), (a, 5 * a, 2 * a + 4),
                                      (3, 4 * a + 1, 2 * a - 5), (0, 4 * a, 4 * a - 3)]:  # fmt: skip
             h = c.create(base)
-            src = h.offset_start(src_at).offset_end(n - src_at - size)
-            dst = h.offset_start(dst_at).offset_end(n - dst_at - size)
+            src, dst = h.range(src_at, size), h.range(dst_at, size)
             c.copy(src, dst)
             want = bytearray(base)
             want[dst_at : dst_at + size] = base[src_at : src_at + size]
