@@ -18,7 +18,7 @@ from cubeplug.lang import builtins as clb
 from cubeplug.lang import infer, ir
 from cubeplug.lang.assign import assign_name
 from cubeplug.lang.calls import RESULT
-from cubeplug.lang.errors import KernelTypeError
+from cubeplug.lang.errors import KernelTypeError, Loc
 from cubeplug.lang.exprs import condition
 from cubeplug.lang.infer import Val, is_expr, known
 from cubeplug.lang.lowering import Lowering
@@ -139,21 +139,16 @@ def _range_loop(lw: Lowering, node: ast.For, call: ast.Call) -> None:
     else:
         var = lw.declare(name + lw.frame.suffix, ty, loc)
         lw.frame.env[name] = ir.Var(var, ty, loc)
-    stop_e = es[1]
-    # range() evaluates its stop once: a stop the body could change (a local) or an expression is
-    # copied into a temporary before the loop.
+    # range() evaluates its stop and step once, where a C or WGSL ``for`` re-reads them at every
+    # pass: one the body could change (a local, or a load from memory the body stores to) is
+    # copied into a temporary before the loop. The stop is copied unless it is a constant or a
+    # parameter (an expression is computed once so); a step made of constants, parameters and
+    # builtins (the grid strides) cannot change and stays inline, as the compilers hoist it.
+    stop_e, step_e = es[1], es[2]
     if not (isinstance(stop_e, ir.Const) or (isinstance(stop_e, ir.Var) and stop_e.kind != "local")):
-        tmp = lw.declare(f"{var}_end", ty, loc)
-        lw.emit(ir.Assign(tmp, stop_e, loc))
-        stop_e = ir.Var(tmp, ty, loc)
-    # So does its step; a C or WGSL ``for`` re-reads it at every pass, so a step the body could
-    # change (a local, or a load from memory the body stores to) is copied too. Steps made of
-    # constants, parameters and builtins (the grid strides) cannot change and stay inline.
-    step_e = es[2]
+        stop_e = _copied(lw, stop_e, f"{var}_end", loc)
     if not _invariant(step_e):
-        tmp = lw.declare(f"{var}_step", ty, loc)
-        lw.emit(ir.Assign(tmp, step_e, loc))
-        step_e = ir.Var(tmp, ty, loc)
+        step_e = _copied(lw, step_e, f"{var}_step", loc)
     # In the body, the variable of a loop with constant bounds and step is below its stop (it is
     # not assigned there, and a nested loop over the same name would change it: then no bound).
     top = _last_value(es)
@@ -168,6 +163,13 @@ def _range_loop(lw: Lowering, node: ast.For, call: ast.Call) -> None:
         lw.loops.pop()
         lw.var_bounds.pop(var, None)
     lw.emit(ir.RangeFor(var, es[0], stop_e, step_e, body, loc))
+
+
+def _copied(lw: Lowering, e: ir.Expr, name: str, loc: Loc) -> ir.Var:
+    """A new local ``name`` assigned ``e`` here, as the expression to use in its place."""
+    tmp = lw.declare(name, e.ty, loc)
+    lw.emit(ir.Assign(tmp, e, loc))
+    return ir.Var(tmp, e.ty, loc)
 
 
 def _invariant(e: ir.Expr) -> bool:

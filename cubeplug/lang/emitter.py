@@ -60,7 +60,7 @@ class Emitter:
             self.nested(s.body)
             self.line("}")
         elif isinstance(s, ir.RangeFor):
-            cmp = ">" if isinstance(s.step, ir.Const) and s.step.value < 0 else "<"
+            cmp = s.cmp
             self.line(
                 f"for ({s.var} = {self.expr(s.start)}; {s.var} {cmp} {self.expr(s.stop)}; "
                 f"{s.var} += {self.expr(s.step)}) {{", s.loc,

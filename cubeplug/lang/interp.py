@@ -74,7 +74,7 @@ class Interpreter:
             while c0 < cubes:
                 c1 = min(cubes, c0 + per, (c0 // row + 1) * row if row else cubes)
                 mem, written = batch_memory(self.k, values, dims, c0, c1)
-                batch = Batch(self.k, self.plan, values, count, dims, c0, c1, written)
+                batch = Batch(self.plan, values, count, dims, c0, c1, written)
                 n = (c1 - c0) * units
                 _Run(batch, n, mem, self.plan.fresh_env(n)).block(self.k.body, None)
                 c0 = c1

@@ -66,7 +66,6 @@ class Batch:
     its plan, the launch's values and shape, and the arrays a store or an atomic may change (a
     local may keep a view of any other)."""
 
-    k: ir.KernelIR
     plan: Plan
     values: dict[str, Any]
     count: tuple[int, int, int]
@@ -106,7 +105,7 @@ class Lanes:
     def __init__(self, batch: Batch, n: int, mem: dict[str, tuple[np.ndarray, Any, int]], env: dict[str, Any],
                  outer: tuple[Lanes, Where] | None = None) -> None:
         self.batch, self.n, self.mem, self.env, self.outer = batch, n, mem, env, outer
-        self.k, self.plan, self.values = batch.k, batch.plan, batch.values
+        self.plan, self.values = batch.plan, batch.values
         self.count, self.dims, self.c0, self.c1 = batch.count, batch.dims, batch.c0, batch.c1
         self.written = batch.written
         self.types = batch.plan.types
@@ -147,7 +146,7 @@ class Lanes:
         ``index`` is one in-bounds constant for every lane and nothing guards the access; else None."""
         if name not in self.private or guard is not None:
             return None
-        k = lanes.as_int(index) if not isinstance(index, int) else index
+        k = lanes.as_int(index)
         arr, _, size = self.mem[name]
         if k is None or not 0 <= k < size:
             return None

@@ -132,10 +132,9 @@ class Plan:
         constant step), built once: its closure is compiled once and kept by the node's identity."""
         got = self._conditions.get(id(s))
         if got is None:
-            down = isinstance(s.step, ir.Const) and s.step.value < 0
             ty = self.types[s.var]
             var = ir.Var(s.var, ty, s.loc)
-            got = self._conditions[id(s)] = ir.BinOp(">" if down else "<", var, s.stop, ty, s.loc)
+            got = self._conditions[id(s)] = ir.BinOp(s.cmp, var, s.stop, ty, s.loc)
         return got
 
     def alone(self, b: ir.Block) -> Alone:

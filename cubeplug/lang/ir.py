@@ -186,8 +186,9 @@ class If:
 
 @dataclass(frozen=True, slots=True)
 class RangeFor:
-    """``for var in range(start, stop, step)``; ``stop`` is evaluated once, ``step`` is a nonzero
-    constant or a positive runtime value."""
+    """``for var in range(start, stop, step)``; ``stop`` and ``step`` are evaluated once (the lowering
+    copies them when the body could change them), ``step`` is a nonzero constant or a positive
+    runtime value."""
 
     var: str
     start: Expr
@@ -195,6 +196,11 @@ class RangeFor:
     step: Expr
     body: Block
     loc: Loc
+
+    @property
+    def cmp(self) -> str:
+        """How ``var`` is compared with ``stop``: ``>`` for a negative constant step, else ``<``."""
+        return ">" if isinstance(self.step, Const) and self.step.value < 0 else "<"
 
 
 @dataclass(frozen=True, slots=True)

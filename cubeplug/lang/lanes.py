@@ -112,10 +112,6 @@ class Units:
         rows."""
         return v.reshape(self.rows, self.units, *v.shape[1:])[:, self.lo:self.hi]
 
-    def flat(self) -> np.ndarray:
-        """The lanes as indices."""
-        return (np.arange(self.rows)[:, None] * self.units + np.arange(self.lo, self.hi)[None, :]).reshape(-1)
-
 
 def _fits(start: int, step: int, n: int, dtype: np.dtype[Any]) -> bool:
     """Whether the ``n`` values ``start + step * i`` are all in the range of ``dtype``."""
@@ -149,6 +145,8 @@ def make(start: int, step: int, n: int, dtype: np.dtype[Any]) -> Any:
 
 def as_int(v: Any) -> int | None:
     """``v`` as a Python int when it is one integer value for every lane, else None."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
     if isinstance(v, np.integer):
         return int(v)
     if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu":

@@ -261,3 +261,12 @@ def test_f16_values_without_an_f16_parameter_are_refused_by_name(client: Any) ->
     x = client.create(np.ones(4, np.float32))
     with pytest.raises(cl.KernelTypeError, match="local 'h' holds f16 values, but the kernel takes no f16"):
         _launch(half_inside, client, 4, x, x)
+
+
+@pytest.mark.parametrize("dialect", ["c", "wgsl"])
+def test_f16_values_without_an_f16_parameter_are_refused_by_every_generator(dialect: str) -> None:
+    # Decided when the source is generated, so no device is needed: PoCL here declares no f16.
+    with pytest.raises(cl.KernelTypeError, match="local 'h' holds f16 values, but the kernel takes no f16"):
+        half_inside.specialize_for(dialect, frozenset({"f16", "f32", "u32", "i32"}), (64, 1, 1), True, {})
+    assert "half4" in vec_half.specialize_for("c", frozenset({"f16", "f32", "u32", "i32"}), (64, 1, 1), True,
+                                              {}).source  # with an f16 parameter it builds
