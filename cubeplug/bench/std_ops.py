@@ -231,6 +231,7 @@ def attach_yardsticks(backends: Mapping[str, Any]) -> None:
                 row["yardstick_note"] = f"no yardstick: {name} has no figure of this row at this size"
                 continue
             cuda_ms = float(match["cubeplug_ms"])
+            cuda_timing = other.get("timing", {}).get("cubeplug")
             ratios = sorted(ms / cuda_ms for ms in row["cubeplug_rounds_ms"])
             q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if ratios[1:] else ratios * 3
             row["yardstick"] = {
@@ -246,10 +247,10 @@ def attach_yardsticks(backends: Mapping[str, Any]) -> None:
                     "rounds": len(ratios),
                     "paired": False,
                 },
-                "cuda_timing": other.get("timing", {}).get("cubeplug"),
+                "cuda_timing": cuda_timing,
                 "ratio_device_time_over_cuda": (
                     round(float(row["cubeplug_device_ms"]) / cuda_ms, 4)
-                    if "cubeplug_device_ms" in row and other.get("timing", {}).get("cubeplug") == "device"
+                    if "cubeplug_device_ms" in row and cuda_timing == "device"
                     else None
                 ),
                 "raw_call": match.get("raw_call"),

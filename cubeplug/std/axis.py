@@ -45,7 +45,7 @@ def axis_pass(
     u = cl.UNIT_POS_X
     r = cl.CUBE_POS_Y * cl.CUBE_COUNT_X + cl.CUBE_POS_X
     if r < t.shape[0]:
-        buf[u] = fold_range(OP, T, T, start(OP, T, t, r, True, 0), t, r, True, u, t.shape[1], CUBE, ILP)
+        buf[u] = fold_range(OP, T, T, start(OP, T, t, r, True), t, r, True, u, t.shape[1], CUBE, ILP)
         cube_tree(OP, T, buf)
         if u == 0:
             out[r] = buf[0]
@@ -76,7 +76,7 @@ def column_pass(
     stop = min(first + chunk, length)
     acc = T(0)  # the value of the units past the last line: folded only among them, never stored
     if r < t.shape[0]:
-        acc = fold_range(OP, T, T, start(OP, T, t, r, True, 0), t, r, True, first + ly, stop, SLICES, ILP)
+        acc = fold_range(OP, T, T, start(OP, T, t, r, True), t, r, True, first + ly, stop, SLICES, ILP)
     buf[ly * LINES + lx] = acc
     cl.sync_cube()
     for k in cl.unroll(range(LOG_SLICES)):

@@ -55,17 +55,17 @@ def combine(op: int, T: cl.DType, a: Any, b: Any) -> Any:
 
 
 @cl.func
-def start(op: int, T: cl.DType, src: Any, row: Any, line: bool, j: Any) -> Any:
+def start(op: int, T: cl.DType, src: Any, row: Any, line: bool) -> Any:
     """The start value of a unit's fold by ``op``: 0 (sum), 1 (prod), or for max/min an element of
-    the input itself, which changes nothing, so no -inf literal is needed: ``src[row, j]`` of a
-    Tensor when ``line`` (comptime), else ``src[j]`` (read only for max/min). Every reduction kernel
+    the input itself, which changes nothing, so no -inf literal is needed: ``src[row, 0]`` of a
+    Tensor when ``line`` (comptime), else ``src[0]`` (read only for max/min). Every reduction kernel
     starts from it; the host's identities (:func:`identity`) serve empty inputs, atomic results and
     the scan."""
     acc = T(0)
     if op == PROD:
         acc = T(1)
     if op >= MAX:
-        acc = src[row, j] if line else src[j]
+        acc = src[row, 0] if line else src[0]
     return acc
 
 

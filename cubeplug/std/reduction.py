@@ -164,7 +164,7 @@ def cube_reduce(
     without elements keeps the :func:`~cubeplug.std.combine.start` value (for max/min ``xs[0]``).
     """
     buf = cl.shared(T, CUBE)
-    acc = fold_range(op, T, E, start(op, T, xs, 0, False, 0), x, 0, False, cl.ABSOLUTE_POS_X, items,
+    acc = fold_range(op, T, E, start(op, T, xs, 0, False), x, 0, False, cl.ABSOLUTE_POS_X, items,
                      cl.CUBE_DIM_X * cl.CUBE_COUNT_X, ilp)
     if E.lanes == 4:  # noqa: SIM102 (a comptime branch around a runtime one: folded when lowered)
         if cl.ABSOLUTE_POS_X == 0:
