@@ -41,6 +41,14 @@ _ATOMICS = """\
 #define CL_ATOMIC_compare_exchange(p, c, v) atomicCAS((p), (c), (v))
 #endif
 """
+#: The arithmetic of the unchecked indices of shared and local arrays (CGen.signed_index).
+_INDEX = """\
+#ifdef __OPENCL_VERSION__
+#define CL_IX unsigned int
+#else
+#define CL_IX int
+#endif
+"""
 #: f32 atomic arrays are ``unsigned int`` buffers: loads and stores reinterpret the bits; add is
 #: CUDA's native ``atomicAdd(float*)`` and a compare-and-swap loop on the bit pattern on OpenCL;
 #: min and max are such a loop on both (neither API has a float atomic min/max), stopping as soon as
@@ -170,6 +178,10 @@ class CGen(Emitter):
         self.helpers: dict[str, str] = {}
         #: Whether a lane store goes through a pointer into shared memory (CL_SHARED_PTR).
         self.shared_ptr = False
+        #: The kernel's shared and local arrays (their unchecked indices: :meth:`subscript`).
+        self.declared = frozenset(d.name for d in k.decls)
+        #: Whether an index went through :meth:`signed_index` (CL_IX defined).
+        self.signed = False
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
         self.kernel()
@@ -180,6 +192,8 @@ class CGen(Emitter):
             head += _F32_ATOMICS.splitlines()
         if self.shared_ptr:
             head += _SHARED_PTR.splitlines()
+        if self.signed:
+            head += _INDEX.splitlines()
         if self.vec_types:
             head += _VEC_PRELUDE.splitlines()
             for ty in self.vec_types.values():
@@ -267,14 +281,14 @@ class CGen(Emitter):
             value = self.expr(s.value)
             if s.array in self.fbits:
                 value = f"CL_F2U({unwrap(value)})"
-            store = f"{self.lane_ref(s.array, s.index, s.lane)} = {value};"
+            store = f"{self.lane_ref(s.array, s.index, s.lane, s.checked)} = {value};"
             if s.checked:
                 store = f"if ({self.in_bounds(s.array, s.index, s.guard)}) {store}"
             self.line(store, s.loc)
         elif isinstance(s, ir.Atomic):
             args = ", ".join(self.expr(a) for a in s.args)
             fn = f"cl_atomic_{s.op}_f32" if s.array in self.fbits else f"CL_ATOMIC_{s.op}"
-            call = f"{fn}(&{s.array}[{self.expr(s.index)}], {args})"
+            call = f"{fn}(&{self.subscript(s.array, s.index, s.checked)}, {args})"
             text = f"{s.out} = {call};" if s.out else f"{call};"
             if s.checked:
                 other = f" else {s.out} = {literal(0, s.ty)};" if s.out else ""
@@ -283,12 +297,44 @@ class CGen(Emitter):
         else:
             self.line("SYNC_CUBE();", s.loc)
 
-    def lane_ref(self, array: str, index: ir.Expr, lane: ir.Expr | None) -> str:
+    def subscript(self, array: str, index: ir.Expr, checked: bool) -> str:
+        """``array[index]``. The index of a ``shared`` or ``local`` array in an unchecked access is
+        ``CL_IX`` arithmetic (:meth:`signed_index`); every other index is the expression as it is
+        (a ``u32`` index wraps as the language says)."""
+        if checked or array not in self.declared or index.ty.name not in ("u32", "i32"):
+            return f"{array}[{self.expr(index)}]"
+        return f"{array}[{unwrap(self.signed_index(index))}]"
+
+    def signed_index(self, e: ir.Expr) -> str:
+        """``e`` (a u32 or i32 index) with its ``+``, ``-`` and ``*`` in ``CL_IX``, every other
+        operand converted to it: ``int`` under CUDA, ``unsigned int`` (the language's own
+        arithmetic, the same source as without this) under OpenCL.
+
+        Why: an unsigned index must wrap at 2**32, so a compiler may not distribute its arithmetic
+        into the address (``(row + 8) * 32 + p`` as ``row * 32 + p`` plus a constant offset);
+        signed overflow is undefined, and it may. On the H100 (``bench/probes/index_forms.py``,
+        2048^3) std's ``tiled_32`` took 1.033x the time of the hand kernel, whose ``As[row][p]``
+        is such an address; with ``int`` indices 0.993x, and the register-blocked matmuls up to
+        12 % faster (4096^3 autotuned: 41.6 -> 44.7 TFLOP/s; docs/lang.md, "Indices of shared and
+        local arrays"). NVIDIA's OpenCL compiler went both ways (``reg_8x8_vec`` 1.45x
+        slower, ``reg_8x16_vec_db16`` 10 % faster), so OpenCL keeps unsigned arithmetic. The value
+        differs from the unsigned one only where that one wraps, which no index of a shared or
+        local array (a few thousand elements) does, and an unchecked access out of the array is
+        undefined already."""
+        if isinstance(e, ir.BinOp) and e.op in ("+", "-", "*") and e.ty.name in ("u32", "i32"):
+            return f"({self.signed_index(e.a)} {e.op} {self.signed_index(e.b)})"
+        if isinstance(e, ir.Const) and 0 <= int(e.value) < 2**31:
+            return str(int(e.value))  # an int: CL_IX's type decides the arithmetic
+        self.signed = True
+        text = self.expr(e)
+        return text if e.ty.name == "i32" else f"((CL_IX){text})"
+
+    def lane_ref(self, array: str, index: ir.Expr, lane: ir.Expr | None, checked: bool) -> str:
         """``array[index]``, or lane ``lane`` of it: ``.x`` for a constant lane, else the element
         seen as an array of its lanes (CUDA's vector types cannot be indexed), a pointer into the
         array's address space (``CL_SHARED_PTR``: ``__local`` on OpenCL, nothing on CUDA, where
         ``__shared__`` is no pointer qualifier)."""
-        ref = f"{array}[{self.expr(index)}]"
+        ref = self.subscript(array, index, checked)
         if lane is None:
             return ref
         if isinstance(lane, ir.Const):
@@ -355,7 +401,7 @@ class CGen(Emitter):
         if isinstance(e, ir.Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, ir.Load):
-            load = f"{e.array}[{self.expr(e.index)}]"
+            load = self.subscript(e.array, e.index, e.checked)
             if e.array in self.fbits:
                 load = f"CL_U2F({load})"
             if e.checked:
