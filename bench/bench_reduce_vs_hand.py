@@ -15,9 +15,14 @@ per round; the median of the per-round time ratios and its interquartile range):
 * ``elementwise``: ``std.fill``, ``std.copy``, ``std.axpy`` (f32, aligned: the vector kernels) of
   ``--elements`` elements against the hand-written ones and, on CUDA, against CuPy (``x.fill``,
   ``cupy.copyto``, an ``ElementwiseKernel`` ``y += a * x``), with GB/s (fill writes 4 B per
-  element, copy moves 8 B, axpy 12 B).
+  element, copy moves 8 B, axpy 12 B). ``vs_hand`` is host time (the calls, then a sync), which
+  is what a caller waits for; where the client has ``device_timing``, ``vs_hand_device`` pairs the
+  same loops on the device's clock (``client.profile`` around them), the kernels' own time: on
+  WebGPU the scheduler encodes up to 64 launches before it submits, so host time there adds the
+  host's cost per call to the device's.
 
     PYTHONPATH=. python bench/bench_reduce_vs_hand.py OUT.json [--backends cuda,opencl,webgpu] [--quick]
+        [--only reduce|elementwise]
 
 ``--quick`` (1M elements, few rounds) runs here on PoCL and lavapipe: a proof that the script works,
 not figures to tune on. Without it: 256M f32 (1 GiB) for the reduction, 64M for the elementwise ops.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +47,8 @@ from reference import hand_elementwise, hand_reduce
 
 import cubeplug
 from cubeplug import std
+from cubeplug.bench import paired as pairing
+from cubeplug.bench.timing import Figure
 from cubeplug.core.tune import tuner_for
 
 #: Lang candidate -> its hand-written twin.
@@ -124,6 +132,31 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
     return out
 
 
+def paired_device(client: Any, a: Callable[[int], None], b: Callable[[int], None], n: int,
+                  rounds: int) -> dict[str, Any]:
+    """:func:`paired` on the device's clock: each sample is ``client.profile`` around ``n`` calls
+    (the device time of the loop's launches, per call), the same figure ``cubeplug bench`` takes
+    with ``device=True``."""
+    a(max(1, n // 10))
+    b(max(1, n // 10))
+    client.sync()
+
+    def sample(fn: Callable[[int], None]) -> Callable[[], Figure]:
+        def timed() -> Figure:
+            _, duration = client.profile(lambda: fn(n))
+            seconds = duration.seconds() / n
+            return Figure(seconds, seconds)
+
+        return timed
+
+    pair = pairing.paired(sample(a), sample(b), rounds)
+    spread = pair.spread() or {"iqr": [None, None]}
+    return {"a_us": round(statistics.median(pair.ours) * 1e6, 3),
+            "b_us": round(statistics.median(pair.theirs) * 1e6, 3),
+            "ratio_median": round(pair.ratio() or 0.0, 3), "ratio_iqr": [round(q, 3) for q in spread["iqr"]],
+            "rounds": rounds, "n": n}  # fmt: skip
+
+
 def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict[str, Any]:
     """fill, copy, axpy (f32, aligned) against the hand-written kernels and CuPy, with GB/s."""
     rng = np.random.default_rng(21)
@@ -170,6 +203,11 @@ def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) ->
         row = {"vs_hand": versus(fig, "lang", "hand")}
         row["lang_gbps"] = round(moved[op] / (fig["a_us"] * 1e3), 1) if fig["a_us"] else None
         row["hand_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
+        if client.capabilities.device_timing:
+            fig = paired_device(client, repeat(lang[op]), repeat(hand[op]), iters, rounds)
+            row["vs_hand_device"] = versus(fig, "lang", "hand")
+            row["lang_device_gbps"] = round(moved[op] / (fig["a_us"] * 1e3), 1) if fig["a_us"] else None
+            row["hand_device_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
         if op in cupy_ops:
             fig = paired(repeat(lang[op]), repeat(cupy_ops[op]), iters, rounds, drain=drain)
             row["vs_cupy"] = versus(fig, "lang", "cupy")
@@ -179,13 +217,16 @@ def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) ->
     return rows
 
 
-def measure(backend: str, sizes: dict[str, int], iters: int, rounds: int) -> dict[str, Any]:
+def measure(backend: str, sizes: dict[str, int], iters: int, rounds: int,
+            parts: tuple[str, ...] = ("reduce", "elementwise")) -> dict[str, Any]:
     client = cubeplug.client(backend)
     raw = Cupy(backend)
     result: dict[str, Any] = {"device": str(client.device)}
     try:
-        result["reduce"] = reduce_rows(client, raw, sizes["reduce"], iters, rounds)
-        result["elementwise"] = elementwise_rows(client, raw, sizes["elementwise"], iters, rounds)
+        if "reduce" in parts:
+            result["reduce"] = reduce_rows(client, raw, sizes["reduce"], iters, rounds)
+        if "elementwise" in parts:
+            result["elementwise"] = elementwise_rows(client, raw, sizes["elementwise"], iters, rounds)
     finally:
         client.close()
     return result
@@ -199,15 +240,18 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=None,
                         help="calls per side per round (default 20, --quick 3)")
     parser.add_argument("--rounds", type=int, default=None, help="paired rounds (default 15, --quick 4)")
+    parser.add_argument("--only", choices=("reduce", "elementwise"), default=None,
+                        help="one part only (default both)")
     args = parser.parse_args()
+    parts = (args.only,) if args.only else ("reduce", "elementwise")
     if args.quick:
         sizes = {"reduce": 1 << 20, "elementwise": 1 << 20}
         iters, rounds = args.iters or 3, args.rounds or 4
     else:
         sizes = {"reduce": 1 << 28, "elementwise": 1 << 26}
         iters, rounds = args.iters or 20, args.rounds or 15
-    results = run_header(sizes=sizes, iters=iters, rounds=rounds)
-    each_backend(args.backends, lambda backend: measure(backend, sizes, iters, rounds), results, args.out)
+    results = run_header(sizes=sizes, iters=iters, rounds=rounds, parts=parts)
+    each_backend(args.backends, lambda b: measure(b, sizes, iters, rounds, parts), results, args.out)
 
 if __name__ == "__main__":
     main()

@@ -11,11 +11,18 @@ from typing import Any
 
 from cubeplug import lang as cl
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import DTYPES, Scalar, to_scalar
+from cubeplug.core.kernel import Scalar, to_scalar
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks, elementwise
-from cubeplug.std.combine import element_type, lang_type
+from cubeplug.std.combine import lang_type
+from cubeplug.std.elementwise import CUBE, FLOAT_DTYPES
 from cubeplug.std.reduction import VECTOR_DTYPES
+
+#: The scale parameter of each dtype, for to_scalar's checks and messages (made once).
+_A = {name: Scalar("a", name) for name in FLOAT_DTYPES}
+#: The ``Vec[T, 4]`` of the dtypes the vector kernel takes.
+_VECTOR = {name: lang_type(f"{name}x4") for name in FLOAT_DTYPES if name in VECTOR_DTYPES}
+_ELEMENTS = elementwise.Elements("axpy", FLOAT_DTYPES)
 
 
 @cl.kernel
@@ -43,19 +50,19 @@ def axpy_vector(
 def axpy(client: Any, a: float, x: Handle, y: Handle, n: int, dtype: Any = "f32") -> Handle:
     """``y[:n] = a * x[:n] + y[:n]`` on elements of ``dtype`` (f16, f32, f64 where the device declares
     it), in place; returns ``y``."""
-    name = element_type(client, dtype, "axpy", elementwise.FLOAT_DTYPES)
+    e = _ELEMENTS(client, dtype)
     n = checks.count(n)
-    size = DTYPES[name].itemsize
-    checks.buffer(client, x, n * size, "axpy: x")
-    checks.buffer(client, y, n * size, "axpy: y")
-    scale = to_scalar(Scalar("a", name), a, "axpy")
+    nbytes = n * e.size
+    checks.buffer(client, x, nbytes, "axpy: x")
+    checks.buffer(client, y, nbytes, "axpy: y")
+    scale = to_scalar(_A[e.name], a, "axpy")
     if n == 0:
         return y
-    T = lang_type(name)
-    if name in VECTOR_DTYPES and elementwise.vector_ok((x, y), n * size):
-        x4, y4 = elementwise.vectors((x, y), n * size)
-        axpy_vector.launch_unchecked(client, elementwise.cubes(n >> 2), elementwise.CUBE, x4, x, y4, y, scale,
-                                     n, T=T, V=lang_type(f"{name}x4"))
+    vector = _VECTOR.get(e.name)
+    views = None if vector is None else elementwise.vector_views((x, y), nbytes)
+    if views is not None:
+        axpy_vector.launch_unchecked(client, elementwise.cubes(n >> 2), CUBE, views[0], x, views[1], y, scale,
+                                     n, T=e.T, V=vector)
     else:
-        axpy_scalar.launch_unchecked(client, elementwise.cubes(n), elementwise.CUBE, x, y, scale, n, T=T)
+        axpy_scalar.launch_unchecked(client, elementwise.cubes(n), CUBE, x, y, scale, n, T=e.T)
     return y

@@ -3,7 +3,7 @@
 Written once in :mod:`cubeplug.lang`: :func:`copy_scalar` moves one element at a time (4-byte
 dtypes as ``u32`` words, so that no float load can touch a NaN's payload); :func:`copy_vector`
 moves 16 bytes at a time through ``Vec[u32, 4]`` views, whatever the dtype, and unit 0 moves the
-last elements in the dtype itself.
+last elements in the same element type as :func:`copy_scalar`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import Any
 
 from cubeplug import lang as cl
 from cubeplug.core.handle import Handle
-from cubeplug.core.kernel import DTYPES
 from cubeplug.lang import Array, Comptime, u32, u32x4
 from cubeplug.std import checks, elementwise
-from cubeplug.std.combine import element_type, lang_type
+from cubeplug.std.elementwise import CUBE, DATA_DTYPES
+
+_ELEMENTS = elementwise.Elements("copy", DATA_DTYPES)
 
 
 @cl.kernel
@@ -43,22 +44,20 @@ def copy_vector(
 def copy(client: Any, src: Handle, n: int, out: Handle | None = None, dtype: Any = "f32") -> Handle:
     """Copy the first ``n`` elements (of ``dtype``: f16, f32, f64, i32, u32, i64, u64 where the device
     declares it; the bits are copied exactly) of ``src`` into ``out`` (new when None); returns ``out``."""
-    name = element_type(client, dtype, "copy", elementwise.DATA_DTYPES)
+    e = _ELEMENTS(client, dtype)
     n = checks.count(n)
-    size = DTYPES[name].itemsize
-    checks.buffer(client, src, n * size, "copy: src")
+    nbytes = n * e.size
+    checks.buffer(client, src, nbytes, "copy: src")
     if out is None:
-        out = client.empty(n * size)
+        out = client.empty(nbytes)
     else:
-        checks.buffer(client, out, n * size, "copy: out")
+        checks.buffer(client, out, nbytes, "copy: out")
     if n == 0:
         return out
-    if elementwise.vector_ok((src, out), n * size):
-        per = elementwise.VECTOR_BYTES // size
-        src4, out4 = elementwise.vectors((src, out), n * size)
-        copy_vector.launch_unchecked(client, elementwise.cubes(n // per), elementwise.CUBE, src4, src, out4,
-                                     out, n, PER=per, T=lang_type(name))
+    views = elementwise.vector_views((src, out), nbytes)
+    if views is not None:
+        copy_vector.launch_unchecked(client, elementwise.cubes(n // e.per), CUBE, views[0], src, views[1],
+                                     out, n, PER=e.per, T=e.word)
     else:
-        word = cl.u32 if size == 4 else lang_type(name)
-        copy_scalar.launch_unchecked(client, elementwise.cubes(n), elementwise.CUBE, src, out, n, T=word)
+        copy_scalar.launch_unchecked(client, elementwise.cubes(n), CUBE, src, out, n, T=e.word)
     return out

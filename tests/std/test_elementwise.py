@@ -170,3 +170,53 @@ def test_a_handle_of_another_client_is_refused(client: Any) -> None:
             std.fill(client, foreign, 8, 1.0)
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("name", ("f64", "i64", "u64"))
+def test_fill_of_8_byte_values_stores_both_halves_in_order(client: Any, name: str) -> None:
+    # Values whose two 32-bit halves differ and are both nonzero: the vector kernel's pattern is
+    # u32x4(low, high, low, high), so swapped or repeated halves would show.
+    dt = _dtype(client, name)
+    value = {"f64": -1 / 3, "i64": -0x123456789ABCDF, "u64": 0x0123456789ABCDEF}[name]
+    off = _offset(client)
+    for n in (1, 2, 3, 1027):
+        h = client.create(np.full(off // 8 + n + 3, 7, dt))
+        std.fill(client, h.offset_start(off), n, value, name)
+        want = np.full(off // 8 + n + 3, 7, dt)
+        want[off // 8 : off // 8 + n] = value
+        np.testing.assert_array_equal(client.to_numpy(h, dt).view(np.uint64), want.view(np.uint64))
+
+
+def test_fill_keeps_a_nan_payload_in_both_kernels(client: Any) -> None:
+    nan = np.array([0x7FC01234], np.uint32).view(np.float32)[0]  # a quiet NaN with a payload
+    for n in (3, 1027):  # the scalar kernel, the vector kernel and its tail
+        h = client.create(np.zeros(n, np.float32))
+        std.fill(client, h, n, nan)
+        assert (client.to_numpy(h, "u32") == 0x7FC01234).all()
+
+
+def test_fill_and_copy_take_any_spelling_of_a_dtype(client: Any) -> None:
+    for spelling in ("i32", np.int32, np.dtype("int32"), "int32"):
+        h = client.create(np.zeros(37, np.int32))
+        std.fill(client, h, 37, -5, spelling)
+        assert (client.to_numpy(h, "i32") == -5).all()
+        np.testing.assert_array_equal(client.to_numpy(std.copy(client, h, 37, dtype=spelling), "i32"), -5)
+
+
+def test_a_dtype_taken_before_is_checked_against_each_device() -> None:
+    # The dtype looked up by how it was spelt is still checked against the client's declared dtypes.
+    from types import SimpleNamespace
+
+    from cubeplug.std.elementwise import DATA_DTYPES, Elements
+
+    elements = Elements("fill", DATA_DTYPES)
+    every = SimpleNamespace(backend="every", capabilities=SimpleNamespace(dtypes=frozenset(DATA_DTYPES)))
+    no_f64 = SimpleNamespace(backend="no_f64", capabilities=SimpleNamespace(dtypes=frozenset({"f32", "i32"})))
+    assert elements(every, "f64").name == "f64" and elements(every, np.float64).size == 8
+    with pytest.raises(ValidationError, match="no_f64 device does not support f64"):
+        elements(no_f64, "f64")
+    with pytest.raises(ValidationError, match="no_f64 device does not support f64"):
+        elements(no_f64, np.float64)
+    with pytest.raises(ValidationError, match="not a dtype"):
+        elements(every, ["f32"])  # unhashable: checked each time
+    assert elements(every, "u32").word is elements(every, "f32").word  # 4-byte bits move as u32
