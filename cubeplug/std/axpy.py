@@ -14,8 +14,7 @@ from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, Scalar, to_scalar
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks, elementwise
-from cubeplug.std.combine import element_type, lang_type
-from cubeplug.std.reduction import VECTOR_DTYPES
+from cubeplug.std.combine import VECTOR_DTYPES, element_type, lang_type
 
 
 @cl.kernel
