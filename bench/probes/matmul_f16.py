@@ -131,7 +131,8 @@ def main() -> None:
     only = set(options["--only"].split(",")) if "--only" in options else None
     unknown = (only or set()) - set(mm.PLANS) - set(mm.STAGING_VARIANTS)
     if unknown:
-        sys.exit(f"--only: no plans {sorted(unknown)}; the plans: {sorted(mm.PLANS)} {sorted(mm.STAGING_VARIANTS)}")
+        names = [*mm.PLANS, *mm.STAGING_VARIANTS]
+        sys.exit(f"--only: no plans {sorted(unknown)}; the plans: {', '.join(names)}")
     before = load_before(options["--before"]) if "--before" in options else None
     out = {s: per_backend(s, size, variants, only, before) for s in backends}
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
