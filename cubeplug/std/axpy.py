@@ -14,9 +14,8 @@ from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import Scalar, to_scalar
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.std import checks, elementwise
-from cubeplug.std.combine import lang_type
+from cubeplug.std.combine import VECTOR_DTYPES, lang_type
 from cubeplug.std.elementwise import CUBE, FLOAT_DTYPES
-from cubeplug.std.reduction import VECTOR_DTYPES
 
 #: The scale parameter of each dtype, for to_scalar's checks and messages (made once).
 _A = {name: Scalar("a", name) for name in FLOAT_DTYPES}

@@ -29,6 +29,9 @@ MIN = 3
 OPS = {"sum": SUM, "prod": PROD, "max": MAX, "min": MIN}
 #: Element types of the lang-written ops (each where the device declares it).
 DTYPES = ("f16", "f32", "f64", "i32", "u32")
+#: Element types the ops load and accumulate as 16-byte 4-lane vectors (``Vec[T, 4]``): f64 has no
+#: vectors in the language, and f16's are 8 bytes, which only matmul loads (accumulating in f32).
+VECTOR_DTYPES = ("f32", "i32", "u32")
 
 
 @cl.func

@@ -11,7 +11,7 @@ Candidates (:data:`MATMUL`):
   block, each unit a 4 x 4 (8 x 8) patch held in registers as rows of 4-lane vectors; A's tile is
   stored transposed in shared memory so every unit reads vectors of A and of B per step.
 * ``reg_4x4_vec``, ``reg_8x8_vec``: the same with float4 loads from global memory and float4
-  stores (they need ``k`` and ``n`` multiples of 4, 16-byte aligned views, and a dtype of
+  stores (they need ``k`` and ``n`` multiples of 4, views aligned to 4 elements, and a dtype of
   :data:`IO_DTYPES`: f16, f32, i32, u32; f16 moves 4 lanes, 8 bytes, at once).
 * ``reg_8x8_db``, ``reg_8x8_vec_db``, ``reg_8x8_vec_db16``, ``reg_8x16_vec_db16``: double-buffered
   (the next step's tiles loaded into registers during the multiply-adds, one barrier a step); steps
@@ -19,7 +19,8 @@ Candidates (:data:`MATMUL`):
 
 Dtypes: f32 (default), f64, f16, i32, u32, each where the device declares it. f16 reads f16 and
 writes f16 but accumulates in f32 (as ``cupy.matmul`` on f16 does through cuBLAS): the tiles are
-converted to f32 as they are staged. Integer products and sums wrap. f64 has no vectors in the
+converted to f32 as they are stored into shared memory, not as they are loaded (see
+:func:`~cubeplug.std.matmul_reg.stash`). Integer products and sums wrap. f64 has no vectors in the
 language: its register-blocked kernels hold scalars (the same source, with one lane). ``k = 0``
 gives zeros; ``m = 0`` or ``n = 0`` an empty result. Every kernel guards its loads and stores, so
 any m, n, k works.
@@ -42,16 +43,15 @@ from cubeplug.core.tune import AutotuneKey, Tunable, TunableSet, anchor, autotun
 from cubeplug.lang import Array, Comptime, u32
 from cubeplug.lang.types import Vec
 from cubeplug.std import checks
-from cubeplug.std.combine import element_type, lang_type
+from cubeplug.std.combine import VECTOR_DTYPES, element_type, lang_type
 from cubeplug.std.matmul_reg import matmul_reg
 
 #: Largest m, n or k (a launch has at most 65535 cubes along x and y, of at least 8 rows or columns).
 MAX_DIM = 8 * checks.MAX_GROUPS
-#: Accumulator dtypes of the 4-lane vector accumulators (f64 has no vectors in the language).
-VECTOR_DTYPES = ("f32", "i32", "u32")
 #: Dtypes whose candidates may load and store 4 lanes of global memory at once (``vec``): f16's
 #: lanes (8 bytes) are converted to and from f32 in registers. On Vulkan (H100) the f16 kernels
 #: with scalar 16-bit loads ran at 1.40x CUDA's time where f32 with float4 loads ran at 1.05x.
+#: The views must be aligned to 4 lanes (see :func:`matmul_key`): 16 bytes, 8 for f16.
 IO_DTYPES = ("f16", *VECTOR_DTYPES)
 
 
@@ -171,15 +171,21 @@ class Plan:
         return (bool(key["vec"]) or not self.vec) and self.shared * acc <= limit
 
 
+def lanes(of: Any, count: int) -> Any:
+    """``count`` lanes of the dtype ``of``: ``Vec[of, count]``, or ``of`` itself for one lane."""
+    # The run-time Vec (as types.py builds f32x4): to a type checker cl.Vec[...] is a type.
+    return Vec.__class_getitem__((of, count)) if count > 1 else of
+
+
 def types_of(name: str, vec: bool) -> dict[str, Any]:
     """The comptime types of dtype ``name``: T, ACC (f32 for f16), and for the register-blocked
-    kernel V (4-lane ACC vectors where the language has them) and IO (float4s when ``vec``)."""
+    kernel V (W-lane ACC vectors: 4 lanes where the language has them), TV (W lanes of T: the
+    scalar-loaded lanes held until stash converts them to V) and IO (float4s when ``vec``)."""
     t = lang_type(name)
     acc = lang_type("f32" if name == "f16" else name)
     width = 4 if acc.name in VECTOR_DTYPES else 1
-    # The run-time Vec (as types.py builds f32x4): to a type checker cl.Vec[...] is a type.
-    return {"T": t, "ACC": acc, "V": Vec.__class_getitem__((acc, width)) if width > 1 else acc, "W": width,
-            "IO": Vec.__class_getitem__((t, 4)) if vec else t, "VIO": 4 if vec else 1}
+    return {"T": t, "ACC": acc, "V": lanes(acc, width), "TV": lanes(t, width), "W": width,
+            "IO": lanes(t, 4 if vec else 1), "VIO": 4 if vec else 1}
 
 
 NAIVE = Plan(matmul_naive, (16, 16), (), 16, 16)
@@ -244,10 +250,14 @@ def strategy(plan: Plan) -> Any:
 def matmul_key(
     client: Any, level: str, a: Handle, b: Handle, m: int, n: int, k: int, out: Any, name: str = "f32"
 ) -> AutotuneKey:
-    """The tuning key: the dtype, anchored m, n, k, and whether float4 loads and stores are possible."""
-    vec = name in IO_DTYPES and k % 4 == 0 and n % 4 == 0 and a.start % 16 == 0 and b.start % 16 == 0
+    """The tuning key: the dtype, anchored m, n, k, and whether 4-lane loads and stores are possible:
+    k and n multiples of 4 and every view aligned to a 4-lane vector (16 bytes; 8 for f16, whose
+    4-lane accesses are 8 bytes wide in every dialect: WGSL ``vec4<f16>``, OpenCL ``half4``, CUDA's
+    8-byte-aligned struct)."""
+    width = 4 * DTYPES[name].itemsize
+    vec = name in IO_DTYPES and k % 4 == 0 and n % 4 == 0 and a.start % width == 0 and b.start % width == 0
     if out is not None:
-        vec = vec and out.start % 16 == 0
+        vec = vec and out.start % width == 0
     return AutotuneKey(
         ("dtype", name),
         ("m", anchor(m, level, MAX_DIM)), ("n", anchor(n, level, MAX_DIM)), ("k", anchor(k, level, MAX_DIM)),

@@ -6,9 +6,9 @@ shared memory; every unit then reads TM / W + TN / W values of shared memory per
 for TM * TN multiply-adds.
 
 Comptime values: ``T`` the element type, ``ACC`` the accumulator type (f32 for f16), ``V`` =
-``Vec[ACC, W]`` (W = 4, or 1 for f64, which has no vectors: the same source then holds scalars),
-``IO`` = ``Vec[T, VIO]`` (VIO = 4: 4-lane loads and stores of global memory, needing k and n
-multiples of 4; f16 lanes are converted to and from ACC in registers), the block shape, and ``STAGES``:
+``Vec[ACC, W]`` (W = 4, or 1 for f64: no vectors, the same source then holds scalars), ``TV`` =
+``Vec[T, W]``, ``IO`` = ``Vec[T, VIO]`` (VIO = 4: 4-lane loads and stores of global memory, k and
+n multiples of 4; f16 lanes converted to and from ACC in registers), the block shape, and ``STAGES``:
 
 * ``STAGES = 1``: load the tiles, sync, multiply, sync (two barriers a step), as the hand kernels did.
 * ``STAGES = 2``: double-buffered: the next step's tiles are loaded from global memory into
@@ -20,10 +20,10 @@ A's tile is stored transposed (``a_tile[p, rows]``) so that its reads are vector
 ``(gi * TY + ty) * W + q`` (gi < TM / W, q < W) and its columns ``(gj * TX + tx) * W + j``, so
 neighbouring units read neighbouring vectors of shared memory.
 
-``AQ`` picks how A's tile is staged: 0, one V of W rows of a column (scalar loads); 1, 4 x 4
+``AQ`` picks how A's tile is staged: 0, one TV of W rows of a column (scalar loads); 1, 4 x 4
 squares (four float4 rows a task, transposed in registers, stored as four V); 2, one float4 of a
 row a task, its lanes stored one by one into four rows of ``a_tile`` (``a_tile[i][r % 4] = v``), as
-the hand-written kernels staged it.
+the hand-written kernels staged it. Every path converts T to ACC in :func:`stash` only.
 """
 
 from __future__ import annotations
@@ -71,13 +71,13 @@ def mad(ACC: cl.DType, acc: Array[Any], z: int, a: Any, b: Any) -> None:
 def fetch(
     a: Array[Any], b: Array[Any], m: Any, n: Any, k: Any, t: Any, row0: Any, col0: Any, tid: Any,
     sa: Array[Any], sb: Array[Any], x: Array[Any], quad: Array[Any],
-    ACC: cl.DType, V: cl.DType, IO: cl.DType, AIO: cl.DType, W: int, VIO: int, AQ: int, BN: int,
+    T: cl.DType, TV: cl.DType, IO: cl.DType, AIO: cl.DType, W: int, VIO: int, AQ: int, BN: int,
     BK: int, NT: int, A_TASKS: int, B_TASKS: int,
 ) -> None:
-    """Load this unit's share of the step at ``t`` from global memory into the registers ``sa``
-    (A: one V per task, four with AQ 1's float4 squares, one float4 with AQ 2) and ``sb`` (B: one
-    V per task); out of the matrices, zeros. (The task counts come as arguments: a local assigned
-    in a helper is a runtime value, and unroll needs comptime bounds.)"""
+    """Load this unit's share of the step at ``t`` from global memory into the registers ``sa`` (A:
+    one TV a task, four float4s with AQ 1, one with AQ 2) and ``sb`` (B: one TV or float4 a task),
+    in the loaded type (stash converts); out of the matrices, zeros. (Task counts come as arguments:
+    a local assigned in a helper is a runtime value, and unroll needs comptime bounds.)"""
     for j in cl.unroll(range((A_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if A_TASKS % NT == 0 or e < A_TASKS:
@@ -88,12 +88,12 @@ def fetch(
                 gc = t + 4 * (e % (BK // 4))
                 sa[j] = a[(gr * k + gc) >> 2] if gr < m and gc < k else AIO(0)
             elif AQ == 0:
-                # W rows of one column: one V of a_tile's row p = e % BK (scalar loads).
+                # W rows of one column: one TV for a_tile's row p = e % BK (scalar loads).
                 gc = t + e % BK
                 for i in cl.unroll(range(W)):
                     gr = row0 + (e // BK) * W + i
-                    x[i] = ACC(a[gr * k + gc]) if gr < m and gc < k else ACC(0)
-                sa[j] = pack(V, W, x)
+                    x[i] = a[gr * k + gc] if gr < m and gc < k else T(0)
+                sa[j] = pack(TV, W, x)
             else:
                 # A 4 x 4 square (four float4 rows), transposed in registers. Which staging wins
                 # depends on the block (H200, CUDA, lang / hand speed): BK = 8 reg_8x8_vec 0.72
@@ -103,7 +103,7 @@ def fetch(
                     gr = row0 + (e // (BK // 4)) * 4 + i
                     quad[i] = a[(gr * k + gc) >> 2] if gr < m and gc < k else AIO(0)
                 for i in cl.unroll(range(4)):
-                    sa[4 * j + i] = V(ACC(quad[0][i]), ACC(quad[1][i]), ACC(quad[2][i]), ACC(quad[3][i]))
+                    sa[4 * j + i] = AIO(quad[0][i], quad[1][i], quad[2][i], quad[3][i])
     for j in cl.unroll(range((B_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if B_TASKS % NT == 0 or e < B_TASKS:
@@ -111,8 +111,8 @@ def fetch(
             if VIO == 1:
                 for i in cl.unroll(range(W)):
                     gc = col0 + (e % (BN // W)) * W + i
-                    x[i] = ACC(b[gr * n + gc]) if gr < k and gc < n else ACC(0)
-                sb[j] = pack(V, W, x)
+                    x[i] = b[gr * n + gc] if gr < k and gc < n else T(0)
+                sb[j] = pack(TV, W, x)
             else:
                 gc = col0 + 4 * (e % (BN // 4))
                 sb[j] = b[(gr * n + gc) >> 2] if gr < k and gc < n else IO(0)
@@ -125,10 +125,10 @@ def stash(
     B_TASKS: int,
 ) -> None:
     """Store the registers :func:`fetch` filled into shared buffer ``buf`` (A transposed), converting
-    f16 lanes to the accumulator type here, not at the load: a conversion right after the load
-    waits for it, so the double-buffered kernels' loads would no longer be in flight during the
-    multiply-adds (on Vulkan, H100: f16 ``reg_8x8_vec_db16`` 5.1 ms converting at the load, where
-    f32 takes 3.5)."""
+    f16 lanes to the accumulator type here on every staging path, not at the load: a conversion
+    right after the load waits for it, so the double-buffered kernels' loads would no longer be in
+    flight during the multiply-adds (on Vulkan, H100: f16 ``reg_8x8_vec_db16`` 5.1 ms converting
+    at the load, where f32 takes 3.5)."""
     for j in cl.unroll(range((A_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if A_TASKS % NT == 0 or e < A_TASKS:
@@ -141,11 +141,11 @@ def stash(
                 for i in cl.unroll(range(4)):
                     a_tile[buf * (BK * BM // 4) + (4 * q + i) * (BM // 4) + r // 4][r % 4] = ACC(sa[j][i])
             elif AQ == 0:
-                a_tile[buf * (BK * BM // W) + (e % BK) * (BM // W) + e // BK] = sa[j]
+                a_tile[buf * (BK * BM // W) + (e % BK) * (BM // W) + e // BK] = V(sa[j])
             else:
                 for i in cl.unroll(range(4)):
                     row = (4 * (e % (BK // 4)) + i) * (BM // 4) + e // (BK // 4)
-                    a_tile[buf * (BK * BM // 4) + row] = sa[4 * j + i]
+                    a_tile[buf * (BK * BM // 4) + row] = V(sa[4 * j + i])
     for j in cl.unroll(range((B_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if B_TASKS % NT == 0 or e < B_TASKS:
@@ -174,10 +174,10 @@ def multiply(
 @cl.kernel
 def matmul_reg(
     a: Array[AIO], b: Array[IO], c: Array[IO], m: u32, n: u32, k: u32,  # type: ignore[name-defined]  # noqa: F821
-    T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], IO: Comptime[cl.DType],
-    W: Comptime[int], VIO: Comptime[int], BM: Comptime[int], BN: Comptime[int], BK: Comptime[int],
-    TM: Comptime[int], TN: Comptime[int], STAGES: Comptime[int], AIO: Comptime[cl.DType],
-    AQ: Comptime[int],
+    T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], TV: Comptime[cl.DType],
+    IO: Comptime[cl.DType], W: Comptime[int], VIO: Comptime[int], BM: Comptime[int], BN: Comptime[int],
+    BK: Comptime[int], TM: Comptime[int], TN: Comptime[int], STAGES: Comptime[int],
+    AIO: Comptime[cl.DType], AQ: Comptime[int],
 ) -> None:
     """``c = a @ b``, register-blocked (see the module docstring)."""
     TX = BN // TN
@@ -198,15 +198,15 @@ def matmul_reg(
         acc[z] = V(0)
     av = cl.local(V, TM // W)
     bv = cl.local(V, TN // W)
-    x = cl.local(ACC, 4)
+    x = cl.local(T, 4)
     quad = cl.local(AIO, 4)
     # Fetched registers keep the loaded type (f16 lanes stay f16 until stash converts them).
-    sa = cl.local(AIO if AQ == 2 else V, (4 if AQ == 1 else 1) * ((A_TASKS + NT - 1) // NT))
-    sb = cl.local(IO if VIO == 4 else V, (B_TASKS + NT - 1) // NT)
+    sa = cl.local(TV if AQ == 0 else AIO, (4 if AQ == 1 else 1) * ((A_TASKS + NT - 1) // NT))
+    sb = cl.local(IO if VIO == 4 else TV, (B_TASKS + NT - 1) // NT)
     if STAGES == 1:
         for t in range(0, k, BK):
             fetch(a, b, m, n, k, t, row0, col0, tid, sa, sb, x, quad,
-                  ACC, V, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
+                  T, TV, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
             stash(a_tile, b_tile, 0, tid, sa, sb, ACC, V, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
             cl.sync_cube()
             multiply(a_tile, b_tile, 0, tx, ty, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
@@ -214,7 +214,7 @@ def matmul_reg(
     else:
         if k > 0:
             fetch(a, b, m, n, k, 0, row0, col0, tid, sa, sb, x, quad,
-                  ACC, V, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
+                  T, TV, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
             stash(a_tile, b_tile, 0, tid, sa, sb, ACC, V, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
         cl.sync_cube()
         for t in range(0, k, BK):
@@ -224,7 +224,7 @@ def matmul_reg(
             more = t + BK < k
             if more:
                 fetch(a, b, m, n, k, t + BK, row0, col0, tid, sa, sb, x, quad,
-                      ACC, V, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
+                      T, TV, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
             multiply(a_tile, b_tile, cur, tx, ty, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
             if more:
                 stash(a_tile, b_tile, 1 - cur, tid, sa, sb, ACC, V, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)

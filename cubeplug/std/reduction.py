@@ -51,6 +51,7 @@ from cubeplug.std.combine import (
     MIN,
     PROD,
     SUM,
+    VECTOR_DTYPES,
     combine,
     element_type,
     identity,
@@ -215,8 +216,6 @@ def reduce_atomic_vec(
     cube_reduce(OP, T, V, x4, n >> 2, x, n, out, True, ILP)
 
 
-#: Element types whose 16-byte vectors the language has (``Vec[T, 4]``).
-VECTOR_DTYPES = ("f32", "i32", "u32")
 #: Loads in flight per unit of every candidate but ``tree_x16`` (the hand-written loops kept four).
 ILP = 4
 
