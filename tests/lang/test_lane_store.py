@@ -95,7 +95,7 @@ def test_runtime_lanes_of_local_vectors(client: Any) -> None:
 
 def test_generated_sources_store_one_lane() -> None:
     c_src = transpose_in_shared.specialize_for("c", None, 64, False, {}).source
-    assert "((CL_SHARED_PTR float*)&buf[(t % 16u)])[(t / 16u)] = " in c_src
+    assert "((CL_SHARED_PTR float*)&buf[(CL_IX)(t % 16u)])[(t / 16u)] = " in c_src
     assert "#define CL_SHARED_PTR __local" in c_src
     wgsl = transpose_in_shared.specialize_for("wgsl", None, 64, False, {}).source
     assert "buf[(t % 16u)][(t / 16u)] = " in wgsl
