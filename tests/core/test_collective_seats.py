@@ -82,6 +82,29 @@ def test_a_peer_dropped_without_close_is_collected(pair: list[Any], joins: list[
     a.close()
 
 
+def test_seats_are_keyed_by_server_not_by_hash(monkeypatch: pytest.MonkeyPatch, joins: list[int]) -> None:
+    """Peers whose hashes are equal are still told apart (their servers' ids key the seats), and
+    every list keeps its own seat: found again without joining anew, each with its own group."""
+    from cubeplug.core.client import ComputeClient
+
+    monkeypatch.setattr(ComputeClient, "__hash__", lambda self: 0)
+    a, b, c = make_cpu_client(), make_cpu_client(), make_cpu_client()
+    try:
+        for peers in ([a, b], [a, c]):
+            xs = [d.asarray(np.full(2, r + 1, np.float32)) for r, d in enumerate(peers)]
+            ys = [d.asarray(np.zeros(4, np.float32)) for d in peers]
+            for _ in range(2):
+                gather(peers, xs, ys)
+            np.testing.assert_array_equal(ys[0].numpy(), np.float32([1, 1, 2, 2]))
+        assert sorted(joins) == [0, 0, 1, 1]  # one join per rank and list: the later calls hit
+        assert len(a.collective_seats) == 2
+        seat_b, seat_c = (collective._seat(a, peers) for peers in ([a, b], [a, c]))
+        assert seat_b.group is not seat_c.group
+    finally:
+        for d in (a, b, c):
+            d.close()
+
+
 def test_seats_of_index_lists_are_found_by_value(joins: list[int]) -> None:
     client = make_cpu_client()  # of device 0
     try:
