@@ -238,7 +238,7 @@ def test_alternating_clients_and_cube_dims(cpu: Any) -> None:
         other.close()
 
 
-@pytest.mark.parametrize("backend", ["cpu", "opencl", "webgpu"])
+@pytest.mark.parametrize("backend", ["cpu", "opencl", "webgpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_client_dropped_without_close_is_collected(cpu: Any, backend: str) -> None:
     """The launchers, their cache and the fast dispatchers hold a client weakly: dropped without
     close() after launches of every kind (checked, unchecked, a comptime kernel, the dict path and
