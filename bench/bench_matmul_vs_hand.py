@@ -18,8 +18,8 @@ Per backend:
   matrices timed in the same paired loops (cuBLAS; goal for f32 >= 0.80 of its TFLOP/s). For
   OpenCL and WebGPU the cuBLAS figure is the yardstick of the same GPU.
 
-``--variants`` adds the bench-only candidates of :data:`VARIANTS` (another staging of A than std's,
-each against the hand twin of its candidate). ``--sources DIR`` runs nothing: it writes the CUDA
+``--variants`` adds the bench-only candidates of ``mm.STAGING_VARIANTS`` (another staging of A than
+std's, each against the hand twin of its candidate). ``--sources DIR`` runs nothing: it writes the CUDA
 sources NVRTC compiles for the candidates (``--only``, default: ``SOURCES``; f32, unchecked, as std
 launches them) and their hand twins, ``DIR/NAME.lang.cu`` and ``DIR/NAME.hand.cu`` (``@`` in a
 variant's name written ``-``), prelude and defines included. No GPU is needed: compare them line
@@ -49,26 +49,22 @@ from reference import hand_matmul
 import cubeplug
 from cubeplug import std
 from cubeplug.core import cdialect
+from cubeplug.core.kernel import DTYPES
 from cubeplug.core.tune import tuner_for
 
 mm = importlib.import_module("cubeplug.std.matmul")  # the module (``std.matmul`` is the function)
 
-#: Bench-only candidates (``--variants``): std's candidates with another staging of their tiles
-#: (``mm.STAGING_VARIANTS``, ``candidate@staging``), each paired with the candidate's hand twin, so
-#: that one run compares the staging std uses with the others.
-VARIANTS = mm.STAGING_VARIANTS
-
 
 def all_plans(variants: bool = True) -> dict[str, Any]:
-    """std's candidates by name, then (``variants``) the bench-only ones."""
-    return {**mm.PLANS, **(VARIANTS if variants else {})}
+    """std's candidates by name, then (``variants``) the bench-only ones: std's candidates with
+    another staging of their tiles (``mm.STAGING_VARIANTS``, ``candidate@staging``), each paired
+    with the candidate's hand twin, so that one run compares the staging std uses with the others."""
+    return {**mm.PLANS, **(mm.STAGING_VARIANTS if variants else {})}
 
 
 #: The candidates ``--sources`` writes by default: the five float4 ones, tiled_32, the variants.
 SOURCES = ("reg_4x4_vec", "reg_8x8_vec", "reg_8x8_vec_db", "reg_8x8_vec_db16", "reg_8x16_vec_db16",
-           "tiled_32", *VARIANTS)
-#: The dtypes of a CUDA device (the lang kernels specialize on them).
-CUDA_DTYPES = frozenset({"f16", "f32", "f64", "i32", "u32", "i64", "u64"})
+           "tiled_32", *mm.STAGING_VARIANTS)
 
 
 def write_sources(out: str, names: Any) -> None:
@@ -78,7 +74,8 @@ def write_sources(out: str, names: Any) -> None:
     plans = all_plans()
     for name in names:
         plan = plans[name]
-        spec = plan.kernel.specialize_for("c", CUDA_DTYPES, plan.cube, False, mm.comptime(plan, "f32"))
+        # Every dtype, as the cuda backend declares (its capabilities' dtypes are DTYPES').
+        spec = plan.kernel.specialize_for("c", frozenset(DTYPES), plan.cube, False, mm.comptime(plan, "f32"))
         texts = {"lang": cdialect.full_source(spec.kernel, spec.source, "cuda", fp16=True)}
         if name in hand_matmul.PLANS:
             kernel = hand_matmul.PLANS[name]().kernel
@@ -235,7 +232,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=None, help="launches per loop (default 10, --quick 2)")
     parser.add_argument("--rounds", type=int, default=None, help="paired rounds (default 20, --quick 5)")
     parser.add_argument("--variants", action="store_true",
-                        help="also the bench-only stagings of A (VARIANTS), each against its hand twin")
+                        help="also the bench-only stagings of A (std.matmul's STAGING_VARIANTS), each "
+                             "against its hand twin")
     parser.add_argument("--only", default=None,
                         help="comma-separated candidate names (default: all, --variants too)")
     parser.add_argument("--no-autotuned", action="store_true", help="the candidates alone (no autotuned)")

@@ -35,6 +35,7 @@ import numpy as np
 
 import cubeplug
 from cubeplug import CubeCount, Kernel
+from cubeplug.bench.suite import BackendBench, plan_for
 from cubeplug.core.handle import Handle
 
 sys.path.insert(0, "bench")
@@ -98,14 +99,13 @@ def main() -> None:
         err = float(np.max(np.abs(got - want)))
         assert err < 1e-3 * size, f"{name}: max error {err}"
     iters = 20 if size >= 1024 else 5
+    bench = BackendBench(client, None, plan_for(client, quick=True))
     times: dict[str, list[float]] = {name: [] for name in kernels}
-    for _ in range(rounds):
+    for _ in range(rounds):  # one device-timed loop of each variant a round: drift hits them all
         for name, kernel in kernels.items():
-            def loop(kernel: Kernel = kernel) -> None:
-                for _ in range(iters):
-                    client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
-            _, duration = client.profile(loop)
-            times[name].append(duration.seconds() / iters * 1e3)
+            def launch(kernel: Kernel = kernel) -> None:
+                client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
+            times[name].append(bench.ours(launch, iters, 1, device=True).median * 1e3)
     hand = float(np.median(times["hand"]))
     rows = {
         name: {"median_ms": round(float(np.median(t)), 4), "best_ms": round(min(t), 4),

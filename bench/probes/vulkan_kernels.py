@@ -22,6 +22,7 @@ import numpy as np
 
 import cubeplug
 from cubeplug import lang as cl
+from cubeplug.bench.suite import BackendBench, plan_for
 from cubeplug.core.handle import Tensor as DeviceTensor
 from cubeplug.core.kernel import CubeCount
 from cubeplug.lang import Array, Comptime, f32
@@ -50,17 +51,9 @@ def copy_with_shared(x: Array[f32], y: Array[f32], S: Comptime[int]) -> None:
 
 
 def device_ms(client: Any, launch: Callable[[], None], iters: int = 20, rounds: int = 5) -> float:
-    """Median device milliseconds per launch."""
-    launch()
-    client.sync()
-    samples = []
-    for _ in range(rounds):
-        def loop() -> None:
-            for _ in range(iters):
-                launch()
-        _, duration = client.profile(loop)
-        samples.append(duration.seconds() / iters * 1e3)
-    return float(np.median(samples))
+    """Median device milliseconds per launch (``cubeplug bench``'s device-timed loop)."""
+    bench = BackendBench(client, None, plan_for(client, quick=True))
+    return bench.ours(launch, iters, rounds, device=True).median * 1e3
 
 
 def figures(backend: str) -> dict[str, float]:

@@ -11,7 +11,6 @@ the device time of the same loop (timestamps).
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,25 +18,14 @@ import numpy as np
 
 import cubeplug
 from cubeplug import std
+from cubeplug.bench.suite import BackendBench, plan_for
 
 
-def per_call(client: Any, fn: Callable[[], object], n: int = 30) -> tuple[float, float]:
-    """(host ms, device ms) per call of ``fn`` over a loop of ``n`` calls."""
-    fn()
-    client.sync()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    client.sync()
-    host = (time.perf_counter() - t0) / n * 1e3
-
-    def loop() -> None:
-        for _ in range(n):
-            fn()
-
-    _, duration = client.profile(loop)
-    client.sync()
-    return host, duration.seconds() / n * 1e3
+def per_call(bench: BackendBench, fn: Callable[[], object], n: int = 30) -> tuple[float, float]:
+    """(host ms, device ms) per call of ``fn`` over a loop of ``n`` calls (``cubeplug bench``'s
+    loops: host time ending in a sync, then timestamps)."""
+    host = bench.ours(fn, n, 1, device=False).median * 1e3
+    return host, bench.ours(fn, n, 1, device=True).median * 1e3
 
 
 def main() -> None:
@@ -45,6 +33,7 @@ def main() -> None:
     n = side * side
     client = cubeplug.client("webgpu")
     m = client.create(np.ones(n, np.float32))
+    bench = BackendBench(client, None, plan_for(client, quick=True))
     server: Any = client.server
     scheduler = server.scheduler
     ops: dict[str, Callable[[], object]] = {
@@ -57,7 +46,7 @@ def main() -> None:
         scheduler.max_age = age
         cells = []
         for name, fn in ops.items():
-            host, device = per_call(client, fn)
+            host, device = per_call(bench, fn)
             cells.append(f"{name} {host:.3f} / {device:.3f}")
         print(f"max_age {age}: " + "; ".join(cells))
     client.close()

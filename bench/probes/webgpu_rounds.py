@@ -19,6 +19,7 @@ import numpy as np
 
 import cubeplug
 from cubeplug import std
+from cubeplug.bench.suite import BackendBench, plan_for
 
 
 def main() -> None:
@@ -58,12 +59,8 @@ def main() -> None:
               f"sync {(t2 - t1) * 1e3:.1f} ms; pages made {len(made)}, freed {len(freed)}; "
               f"batches {server.scheduler.submissions - s0}; pages held {len(storage.buffers)}")
 
-    def loop() -> None:
-        for _ in range(calls):
-            fn()
-
-    _, duration = client.profile(loop)
-    print(f"device: {duration.seconds() / calls * 1e3:.3f} ms/call")
+    device = BackendBench(client, None, plan_for(client, quick=True)).ours(fn, calls, 1, device=True)
+    print(f"device: {device.median * 1e3:.3f} ms/call")
     client.close()
 
 

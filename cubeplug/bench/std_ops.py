@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from math import isqrt
 from typing import Any
 
@@ -22,6 +22,8 @@ from cubeplug.bench.raw_arrays import ArrayLibrary
 from cubeplug.bench.std_cases import OPS, Case, Inputs, cases
 from cubeplug.bench.suite import BackendBench
 from cubeplug.bench.timing import Figure
+from cubeplug.core.errors import ConfigError
+from cubeplug.registry.selector import parse_selector
 
 #: Elements of the vector rows and side of the matrix rows, by device kind and mode.
 SIZES = {
@@ -69,10 +71,16 @@ def _rate_key(case: Case) -> str:
 
 
 def measure(
-    bench: BackendBench, arrays: ArrayLibrary | None, case: Case, no_library: str | None = None
+    bench: BackendBench,
+    arrays: ArrayLibrary | None,
+    case: Case,
+    no_library: str | None = None,
+    device_pass: bool = False,
 ) -> dict[str, Any]:
     """One row: checked first result, then our time paired with the library's (when there is one;
-    ``no_library`` says why there is none)."""
+    ``no_library`` says why there is none); ``device_pass``: a backend timed on the host whose device
+    has timers also times the loop on the device, for a CUDA yardstick of the same run
+    (:func:`cuda_in_run`)."""
     row: dict[str, Any] = {
         "op": case.op,
         "row": case.row,
@@ -115,10 +123,11 @@ def measure(
         row[f"raw_{key}"] = _rate(case, base.median)
         row["ratio_time_cubeplug_over_raw"] = pair.ratio()
         row["spread_ratio_time_cubeplug_over_raw"] = pair.spread()
-    if not bench.device_timing and client.capabilities.device_timing:
+    if device_pass and not bench.device_timing and client.capabilities.device_timing:
         # Host time (above) is what back-to-back calls cost, submission included; a backend timed on
         # the host against a device-timed yardstick (WebGPU vs CUDA) also gets the device's own time
-        # of the same loop, so that the kernels compare like with like.
+        # of the same loop, so that the kernels compare like with like. Only then: the pass doubles
+        # the row's time, and without a CUDA figure no ratio reads it.
         device = bench.ours(case.ours, iters, device=True)
         row["cubeplug_device_ms"] = _ms(device.median)
         row["cubeplug_device_best_ms"] = _ms(device.best)
@@ -141,9 +150,10 @@ def bench_ops(
     side: int,
     progress: Any = None,
     no_library: str | None = None,
+    device_pass: bool = False,
 ) -> dict[str, Any]:
     """The ``std_ops`` section of one backend: the rows of ``ops`` (a row that fails is its error);
-    ``no_library``: why ``arrays`` is None, told in every row."""
+    ``no_library``: why ``arrays`` is None, told in every row; ``device_pass``: as :func:`measure`'s."""
     client = bench.client
     inputs = Inputs(client, arrays, n, side, bench.plan.matmul_n)
     out: dict[str, Any] = {
@@ -164,7 +174,7 @@ def bench_ops(
                 continue
             for case in built:
                 try:
-                    out["rows"].append(measure(bench, arrays, case, no_library))
+                    out["rows"].append(measure(bench, arrays, case, no_library, device_pass))
                 except Exception as exc:
                     out["rows"].append(
                         {
@@ -180,6 +190,20 @@ def bench_ops(
             arrays.close()
         client.memory_cleanup()
     return out
+
+
+def cuda_in_run(selectors: Iterable[str | None]) -> bool:
+    """Whether the run benches a ``cuda`` backend, the yardstick of the others' device times
+    (:func:`attach_yardsticks`); None (auto-selection) is the run's only backend, no yardstick."""
+    for selector in selectors:
+        if selector is None:
+            continue
+        try:
+            if parse_selector(selector).backend == "cuda":
+                return True
+        except ConfigError:  # the bench reports a bad selector as that backend's error
+            continue
+    return False
 
 
 def _same_gpu(a: str, b: str) -> bool:

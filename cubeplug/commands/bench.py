@@ -120,8 +120,11 @@ def _guarded(fn: Callable[[], Any]) -> Any:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps) -> dict[str, Any]:
-    """Every figure of one backend (a section that fails is recorded as its error)."""
+def bench_backend(
+    selector: str | None, args: argparse.Namespace, steps: _Steps, device_pass: bool = False
+) -> dict[str, Any]:
+    """Every figure of one backend (a section that fails is recorded as its error); ``device_pass``:
+    a CUDA yardstick is in the run (see :func:`cubeplug.bench.std_ops.measure`)."""
     from cubeplug.bench.autotune_check import check
     from cubeplug.bench.baselines import arrays_for, raw_for
     from cubeplug.bench.clients import describe, is_gpu, make_client
@@ -175,7 +178,8 @@ def bench_backend(selector: str | None, args: argparse.Namespace, steps: _Steps)
             n, side = sizes(is_gpu(client), args.quick, int(client.capabilities.max_alloc_bytes), args.ops_n)
             step = lambda op: steps.step(f"{label}: std {op}")  # noqa: E731
             missing = f"the raw library did not load ({out['raw_error']})" if "raw_error" in out else None
-            out["std_ops"] = _guarded(lambda: bench_ops(bench, arrays, ops, n, side, step, missing))
+            measure_ops = lambda: bench_ops(bench, arrays, ops, n, side, step, missing, device_pass)  # noqa: E731
+            out["std_ops"] = _guarded(measure_ops)
         steps.done()
         if args.autotune_check and "autotune" in only:
             out["autotune_check"] = []
@@ -207,7 +211,7 @@ def print_tables(doc: Mapping[str, Any], plain: bool = False) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``cubeplug bench``."""
     from cubeplug.bench.clients import usable_backends, versions
-    from cubeplug.bench.std_ops import attach_yardsticks, parse_ops
+    from cubeplug.bench.std_ops import attach_yardsticks, cuda_in_run, parse_ops
 
     if args.ops:
         try:
@@ -230,12 +234,13 @@ def run(args: argparse.Namespace) -> int:
         "versions": versions(),
         "backends": {},
     }
+    device_pass = cuda_in_run(selectors)  # a device-timed pass of the std rows only for a yardstick
     per_backend = 5 + 8  # launch, alloc, reduce, matmul, std_ops + autotune; bandwidth sizes below
     with _progress(per_backend * len(selectors)) as steps:
         for selector in selectors:
             key = selector or "auto"
             try:
-                result = bench_backend(selector, args, steps)
+                result = bench_backend(selector, args, steps, device_pass)
             except Exception as exc:
                 result = {"error": f"{type(exc).__name__}: {exc}"}
             doc["backends"][result.get("selector", key)] = result

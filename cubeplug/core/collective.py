@@ -223,18 +223,15 @@ def _queue_all(impl: Collectives, group: Group, rnd: Round, rank: int) -> None:
 class _Seat:
     """A client's place in the group of one ``devices`` list, and the calls it checked there."""
 
-    __slots__ = ("arrays", "calls", "group", "indices", "peers", "rank")
+    __slots__ = ("arrays", "calls", "group", "peers", "rank")
 
     #: A client keeps the seats of this many ``devices`` lists, and a seat the checked handles of
     #: this many Arrays (more: they start again).
     LIMIT = 32
 
-    def __init__(self, group: Group, rank: int, indices: tuple[Any, ...] | None) -> None:
+    def __init__(self, group: Group, rank: int) -> None:
         self.group = group
         self.rank = rank
-        #: The items of a list of device indices (None for a list of clients), which a hit compares:
-        #: the key holds only their hashes.
-        self.indices = indices
         #: A list of clients: weak references to them, whose callbacks remove the seat from the
         #: client's seats when one of them is collected (see :func:`_seat`).
         self.peers: list[weakref.ref[Any]] = []
@@ -286,44 +283,43 @@ class _Seat:
 
 
 def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
-    """The client's seat for ``devices``, cached by the items' hashes and types; joined, and
+    """The client's seat for ``devices``, cached by the items' keys and types; joined, and
     checked, the first time and again once the group closed (a member's client closed).
 
-    The cache holds no peer client: a client's hash is its identity (no two live objects share
-    it), which the seat holds weakly, and the collection of any client of the list removes the seat
-    (the weak reference's callback runs before the address can be reused, so a hash in a key
-    always names the client it was made for). An index's hash is its value, which a hit compares
-    (hashes of distinct integers can be equal). Keyed by the clients themselves, a long-lived
-    client kept every peer it ever met (with its device memory) until 32 other lists were seen."""
+    A client's key is its server's id (:func:`_identity`: never reused, so a key always names the
+    client it was made for, and no two clients share one, whatever their hash); an index's key is
+    its value. The cache holds no peer client: the seat refers to them weakly, and the collection
+    of any client of the list removes the seat. Keyed by the clients themselves, a long-lived client
+    kept every peer it ever met (with its device memory) until 32 other lists were seen."""
     seats: dict[tuple[Any, ...], _Seat] = client.collective_seats
     try:
         # The items' types too: True and 1 are equal values, but only the int is a device index.
-        key: tuple[Any, ...] | None = (*map(hash, devices), *map(type, devices))
+        key: tuple[Any, ...] | None = (*map(_seat_key, devices), *map(type, devices))
         seat = seats.get(key)  # type: ignore[arg-type]
-    except TypeError:  # not a sequence, or unhashable items: _join says what is wrong
+    except (TypeError, AttributeError):  # not a sequence, unhashable items: _join says what is wrong
         key = seat = None
-    if (
-        seat is not None
-        and not seat.group.closed
-        and not client.closed
-        and (seat.indices is None or seat.indices == tuple(devices))
-    ):
+    if seat is not None and not seat.group.closed and not client.closed:
         return seat
     group, rank, by_client = _join(client, devices)
-    seat = _Seat(group, rank, None if by_client else tuple(devices))
+    seat = _Seat(group, rank)
     if key is not None and by_client:
         gone = functools.partial(_forget_seat, weakref.ref(client), key)
         try:
             seat.peers = [weakref.ref(d, gone) for d in devices]
         except TypeError:  # a stand-in for a client that takes no weak reference: not cached
             key = None
-        if any(type(d).__hash__ is not _IDENTITY_HASH for d in devices):
-            key = None  # nor one whose hash is no identity
     if key is not None:
         if len(seats) >= _Seat.LIMIT:
             seats.clear()
         seats[key] = seat
     return seat
+
+
+def _seat_key(item: Any) -> Any:
+    """A ``devices`` item's part of its seat's key: a client's server id (as :func:`_identity`),
+    an index itself."""
+    server = getattr(item, "server", None)
+    return item if server is None else server.id
 
 
 def _forget_array(
@@ -335,13 +331,9 @@ def _forget_array(
         arrays.pop(key, None)  # (another thread may have cleared the dict meanwhile)
 
 
-#: The hash of an object that compares by identity (a ComputeClient's).
-_IDENTITY_HASH: Any = object.__hash__
-
-
 def _forget_seat(client: weakref.ref[Any], key: tuple[Any, ...], _: Any) -> None:
-    """A client listed in the seat under ``key`` was collected: the seat goes from ``client``'s
-    seats (its key may name another object from now on)."""
+    """A client listed in the seat under ``key`` was collected: the seat (and the group it holds)
+    goes from ``client``'s seats."""
     found = client()
     if found is not None:
         found.collective_seats.pop(key, None)

@@ -75,11 +75,12 @@ class Handle:
         for n in (at, nbytes):
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
                 raise ValidationError(f"a range takes non-negative byte counts, got {n!r}")
+        at, nbytes = int(at), int(nbytes)
         if at + nbytes > self.size:
             raise ValidationError(
                 f"bytes [{at}, {at + nbytes}) go beyond this view of {self.size} B; keep the range within it"
             )
-        return self._view(at, self.size - at - nbytes)
+        return self._derive(self.memory(), at, self.size - at - nbytes)
 
     def _view(self, more_start: int, more_end: int) -> Handle:
         for n in (more_start, more_end):
@@ -91,14 +92,13 @@ class Handle:
                 f"offsets of {more_start} + {more_end} B go beyond this view of {self.size} B; "
                 f"keep start + end offsets within the handle's size"
             )
-        return Handle(
-            memory,
-            self.owner,
-            self.nbytes,
-            self.stream,
-            self.start + int(more_start),
-            self.end + int(more_end),
-        )
+        return self._derive(memory, int(more_start), int(more_end))
+
+    def _derive(self, memory: SliceToken, more_start: int, more_end: int) -> Handle:
+        """The view ``more_start`` bytes further in and ``more_end`` earlier, already checked by
+        the caller (:meth:`range` and :meth:`_view` each with the message of its own arguments)."""
+        start, end = self.start + more_start, self.end + more_end
+        return Handle(memory, self.owner, self.nbytes, self.stream, start, end)
 
     def memory(self) -> SliceToken:
         """The slice token, or ValidationError if the handle was dropped."""

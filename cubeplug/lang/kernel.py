@@ -4,7 +4,9 @@
 comptime values) in a dict; on a miss it specializes the kernel for the client's dialect (cached per
 dialect, device dtypes, cube dim, comptime values and mode) and builds the launcher, a small
 generated function that splits the buffers from the scalars and appends the hidden array lengths.
-A cached launch does no AST or IR work. Launchers keep their client alive (their key holds its id).
+A cached launch does no AST or IR work. The caches hold clients weakly: a launcher takes its
+client as an argument, and an entry (keyed by the client's id) goes when its client is collected,
+so that a client dropped without ``close()`` is not kept alive, with its device memory, by a kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import ast
 import functools
 import re
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +54,17 @@ def _launcher_key(client: Any, cube_dim: Any, comptime: dict[str, Any]) -> tuple
 
 _MISSING = object()  # a positional argument the caller left out
 
+#: A launcher cache entry: (weak reference to its client, launcher, specialization).
+_Entry = tuple[weakref.ref[Any], Callable[..., None], Specialized]
+
+
+def _forget(table: dict[tuple[Any, ...], _Entry], key: tuple[Any, ...], ref: weakref.ref[Any]) -> None:
+    """An entry's client was collected: the entry goes (if still this one; its key, the client's
+    id, may name another client from now on)."""
+    entry = table.get(key)
+    if entry is not None and entry[0] is ref:
+        table.pop(key, None)
+
 
 class LangKernel:
     """A kernel written in Python; launch it on any client."""
@@ -61,11 +75,12 @@ class LangKernel:
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = fn.__doc__
         self._specs: dict[tuple[Any, ...], Specialized] = {}
-        self._launchers: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
-        self._unchecked: dict[tuple[Any, ...], tuple[Callable[..., None], Specialized]] = {}
+        self._launchers: dict[tuple[Any, ...], _Entry] = {}
+        self._unchecked: dict[tuple[Any, ...], _Entry] = {}
         self._lock = threading.Lock()
-        #: Per mode (checked?): a one-item list holding (client, cube_dim, client launch, Kernel,
-        #: comptime values, launcher) of the last launch, read by the generated dispatchers.
+        #: Per mode (checked?): a one-item list holding (weak reference to the client, cube_dim,
+        #: Kernel, comptime values, launcher, comptime types) of the last launch, read by the
+        #: generated dispatchers.
         self._state: dict[bool, list[tuple[Any, ...]]] = {True: [(None,)], False: [(None,)]}
 
     @functools.cached_property
@@ -118,15 +133,18 @@ class LangKernel:
         table = self._launchers if checked else self._unchecked
         key = _launcher_key(client, cube_dim, comptime)
         try:
-            fn, spec = table[key]
+            ref, fn, spec = table[key]
         except (KeyError, TypeError):  # TypeError: an unhashable comptime value; _prepare raises it
+            ref = None
+        if ref is None or ref() is not client:
             fn, spec = self._prepare(client, cube_dim, comptime, checked, count, args)
-            table[key] = (fn, spec)
+            ref = weakref.ref(client, functools.partial(_forget, table, key))
+            table[key] = (ref, fn, spec)
         else:
             self._check_count(spec, args)
-            fn(count, *args)
+            fn(client, count, *args)
         if isinstance(cube_dim, (int, tuple)):
-            self._remember(checked, client, cube_dim, spec, comptime, fn)
+            self._remember(checked, ref, cube_dim, spec, comptime, fn)
 
     def _check_count(self, spec: Specialized, args: tuple[Any, ...]) -> None:
         if len(args) != len(spec.args):
@@ -135,15 +153,14 @@ class LangKernel:
                 f"({', '.join(spec.ir.order)}), got {len(args)}"
             )
 
-    def _remember(self, checked: bool, client: Any, cube_dim: Any, spec: Specialized,
+    def _remember(self, checked: bool, client: weakref.ref[Any], cube_dim: Any, spec: Specialized,
                   comptime: dict[str, Any], launcher: Callable[..., None]) -> None:
-        """Point the fast dispatcher of a mode at this launch's client, cube dim and comptime values
-        (installing the dispatcher once)."""
+        """Point the fast dispatcher of a mode at this launch's client (held weakly), cube dim and
+        comptime values (installing the dispatcher once)."""
         state = self._state[checked]
-        client_launch = client.launch if checked else client.launch_unchecked
         names = self._comptime_names
         types = tuple(type(comptime.get(name)) for name in names)
-        state[0] = (client, cube_dim, client_launch, spec.kernel, comptime, launcher, types)
+        state[0] = (client, cube_dim, spec.kernel, comptime, launcher, types)
         attr = "launch" if checked else "launch_unchecked"
         if attr in self.__dict__:
             return
@@ -223,7 +240,6 @@ class LangKernel:
         spec = self.specialized(client, cube_dim, checked=checked, **comptime)
         self._check_count(spec, args)
         namespace: dict[str, Any] = {
-            "client_launch": client.launch if checked else client.launch_unchecked,
             "kernel": spec.kernel,
             "cl__bad": bad_argument,
             "cl__tensor": bad_tensor,
@@ -233,7 +249,7 @@ class LangKernel:
              namespace)
         fn: Callable[..., None] = namespace[f"{self.__name__}_launch"]
         try:
-            fn(count, *args)
+            fn(client, count, *args)
         except CompileError as e:
             raise self._map_error(spec, e) from e
         return fn, spec

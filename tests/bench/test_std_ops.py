@@ -98,7 +98,7 @@ def test_a_device_time_compares_with_cuda_only_when_cuda_was_timed_on_the_device
     assert len(std_lines(backends["webgpu"]["std_ops"])) == 1
 
 
-def test_a_backend_timed_on_the_host_also_reports_its_device_time() -> None:
+def test_a_backend_timed_on_the_host_reports_its_device_time_for_a_cuda_yardstick() -> None:
     reason = skip_reason("webgpu")
     if reason is not None:
         pytest.skip(reason)
@@ -109,10 +109,21 @@ def test_a_backend_timed_on_the_host_also_reports_its_device_time() -> None:
         bench = BackendBench(client, None, plan_for(client, quick=True))
         assert not bench.device_timing  # no raw library with device timing: host time
         (case,) = [c for c in cases(Inputs(client, None, 4096, 64, 32), "fill") if c.dtype == "f32"]
-        row = std_ops.measure(bench, None, case)
+        row = std_ops.measure(bench, None, case, device_pass=True)
         assert 0 < row["cubeplug_device_best_ms"] <= row["cubeplug_device_ms"]
+        # without a CUDA yardstick in the run, no second (device-timed) pass
+        row = std_ops.measure(bench, None, case)
+        assert row["cubeplug_ms"] > 0 and "cubeplug_device_ms" not in row
     finally:
         client.close()
+
+
+def test_the_device_pass_runs_only_when_the_run_benches_cuda() -> None:
+    assert std_ops.cuda_in_run(["cuda", "opencl:nvidia:0", "webgpu"])
+    assert std_ops.cuda_in_run(["webgpu", "CUDA:1"])
+    assert not std_ops.cuda_in_run(["webgpu", "opencl", "cpu"])
+    assert not std_ops.cuda_in_run([None])  # auto-selection alone: nothing to compare with
+    assert not std_ops.cuda_in_run(["cuda:x:y:z", "webgpu"])  # a bad selector is that backend's error
 
 
 def test_no_cuda_of_the_same_gpu_means_no_yardstick_not_another_figure() -> None:

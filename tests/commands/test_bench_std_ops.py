@@ -99,6 +99,8 @@ def test_pocl_and_lavapipe_rows_have_no_yardstick(tmp_path: Path, backend: str) 
         assert row["raw_call"] is None and "ratio_time_cubeplug_over_raw" not in row
         # a CPU device: this run benched no cuda device of that name, and the row says so
         assert row["yardstick"] is None and "no yardstick" in row["yardstick_note"]
+        # and no device-timed pass ran for a yardstick that is not in the run (lavapipe has timers)
+        assert "cubeplug_device_ms" not in row
 
 
 def test_an_unknown_op_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,3 +182,8 @@ def test_cuda_rows_against_cupy_and_the_yardstick_of_opencl_and_webgpu(tmp_path:
                 assert (
                     row["yardstick"]["backend"] == "cuda" and row["yardstick"]["ratio_time_over_cuda"] > 0
                 ), row
+    # cuda is in the run: a backend timed on the host whose device has timers gets the device pass
+    if webgpu["device"]["device_timing"] and webgpu["timing"]["cubeplug"] == "host":
+        for row in webgpu["std_ops"]["rows"]:
+            if "skipped" not in row:
+                assert row["yardstick"]["ratio_device_time_over_cuda"] > 0, row

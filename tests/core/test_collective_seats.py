@@ -43,14 +43,14 @@ def pair() -> Iterator[list[Any]]:
         c.close()
 
 
-def gather(clients: list[Any], srcs: list[Any], dsts: list[Any]) -> None:
-    """Every client's all_gather of its ``srcs`` into its ``dsts`` among ``clients``, each from a
-    thread of its own."""
+def each(method: str, clients: list[Any], srcs: list[Any], dsts: list[Any]) -> None:
+    """Every client's collective ``method`` of its ``srcs`` into its ``dsts`` among ``clients``,
+    each from a thread of its own."""
     errors: list[BaseException] = []
 
     def run(rank: int) -> None:
         try:
-            clients[rank].all_gather(srcs[rank], dsts[rank], devices=clients)
+            getattr(clients[rank], method)(srcs[rank], dsts[rank], devices=clients)
         except BaseException as exc:
             errors.append(exc)
 
@@ -63,16 +63,18 @@ def gather(clients: list[Any], srcs: list[Any], dsts: list[Any]) -> None:
 
 
 def test_a_peer_dropped_without_close_is_collected(pair: list[Any], joins: list[int]) -> None:
-    """(An all_gather: the portable all_reduce launches a cubeplug.lang kernel, whose launchers
-    keep every client that launched it.)"""
+    """(An all_gather and an all_reduce: the portable all_reduce launches a cubeplug.lang kernel,
+    whose caches hold the clients weakly.)"""
     a, b = pair.pop(0), make_cpu_client()
     devices = [a, b]
     xs = [c.asarray(np.full(3, r + 1, np.float32)) for r, c in enumerate(devices)]
     ys = [c.asarray(np.zeros(6, np.float32)) for c in devices]
     for _ in range(3):
-        gather(devices, xs, ys)
+        each("all_gather", devices, xs, ys)
     assert sorted(joins) == [0, 1]  # one join per rank: the later calls found their seats
     np.testing.assert_array_equal(ys[0].numpy(), np.float32([1, 1, 1, 2, 2, 2]))
+    each("all_reduce", devices, ys, ys)
+    np.testing.assert_array_equal(ys[0].numpy(), np.float32([2, 2, 2, 4, 4, 4]))
     assert len(a.collective_seats) == 1
     gone = weakref.ref(b)
     del b, devices, xs, ys
@@ -80,6 +82,29 @@ def test_a_peer_dropped_without_close_is_collected(pair: list[Any], joins: list[
     assert gone() is None
     assert a.collective_seats == {}  # the seat of the list went with the peer
     a.close()
+
+
+def test_seats_are_keyed_by_server_not_by_hash(monkeypatch: pytest.MonkeyPatch, joins: list[int]) -> None:
+    """Peers whose hashes are equal are still told apart (their servers' ids key the seats), and
+    every list keeps its own seat: found again without joining anew, each with its own group."""
+    from cubeplug.core.client import ComputeClient
+
+    monkeypatch.setattr(ComputeClient, "__hash__", lambda self: 0)
+    a, b, c = make_cpu_client(), make_cpu_client(), make_cpu_client()
+    try:
+        for peers in ([a, b], [a, c]):
+            xs = [d.asarray(np.full(2, r + 1, np.float32)) for r, d in enumerate(peers)]
+            ys = [d.asarray(np.zeros(4, np.float32)) for d in peers]
+            for _ in range(2):
+                each("all_gather", peers, xs, ys)
+            np.testing.assert_array_equal(ys[0].numpy(), np.float32([1, 1, 2, 2]))
+        assert sorted(joins) == [0, 0, 1, 1]  # one join per rank and list: the later calls hit
+        assert len(a.collective_seats) == 2
+        seat_b, seat_c = (collective._seat(a, peers) for peers in ([a, b], [a, c]))
+        assert seat_b.group is not seat_c.group
+    finally:
+        for d in (a, b, c):
+            d.close()
 
 
 def test_seats_of_index_lists_are_found_by_value(joins: list[int]) -> None:

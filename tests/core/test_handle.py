@@ -48,10 +48,15 @@ def test_a_range_is_one_view_of_its_bytes() -> None:
     with pytest.raises(ValidationError, match=r"bytes \[80, 91\) go beyond this view of 90 B"):
         v.range(80, 11)
     for bad in (-1, 1.0, True, None):
-        with pytest.raises(ValidationError, match="non-negative byte counts"):
+        with pytest.raises(ValidationError, match=f"a range takes non-negative byte counts, got {bad!r}"):
             v.range(bad, 1)  # type: ignore[arg-type]
-        with pytest.raises(ValidationError, match="non-negative byte counts"):
+        with pytest.raises(ValidationError, match=f"a range takes non-negative byte counts, got {bad!r}"):
             v.range(1, bad)  # type: ignore[arg-type]
+    n = v.range(np.int64(5), np.uint32(20))  # numpy integers are byte counts too
+    assert (n.start, n.end) == (15, 65) and type(n.start) is int and type(n.end) is int
+    v.drop()
+    with pytest.raises(ValidationError, match="dropped"):
+        v.range(0, 1)
 
 
 def test_memory_lives_while_any_view_lives() -> None:

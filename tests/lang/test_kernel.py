@@ -238,6 +238,43 @@ def test_alternating_clients_and_cube_dims(cpu: Any) -> None:
         other.close()
 
 
+@pytest.mark.parametrize("backend", ["cpu", "opencl", "webgpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_client_dropped_without_close_is_collected(cpu: Any, backend: str) -> None:
+    """The launchers, their cache and the fast dispatchers hold a client weakly: dropped without
+    close() after launches of every kind (checked, unchecked, a comptime kernel, the dict path and
+    the dispatcher), it is collected, its cache entries go, and the kernels launch on other clients."""
+    import gc
+    import weakref
+
+    from tests.std.conftest import make_client, skip_reason
+
+    reason = skip_reason(backend)
+    if reason is not None:
+        pytest.skip(reason)
+    axpy, scale = cl.kernel(k.axpy.fn), cl.kernel(k.generic_scale.fn)
+    client = make_client(backend)
+    xs = np.arange(300, dtype=np.float32)
+    x, y, z = client.create(xs), client.create(np.zeros(300, np.float32)), client.empty(1200)
+    count = cubeplug.CubeCount(2)
+    for _ in range(2):  # the second launch of each takes the generated dispatcher
+        axpy.launch(client, count, 256, x, y, 1.0)
+        axpy.launch_unchecked(client, count, 256, x, y, 1.0)
+        scale.launch(client, count, 256, x, z, T=cl.f32)
+    np.testing.assert_array_equal(client.to_numpy(y, "f32"), xs * 4)
+    np.testing.assert_array_equal(client.to_numpy(z, "f32"), xs * 3 + 1)
+    assert len(axpy._launchers) == len(axpy._unchecked) == len(scale._launchers) == 1
+    gone = weakref.ref(client)
+    del client, x, y, z
+    gc.collect()
+    assert gone() is None, "the lang kernels keep the dropped client alive"
+    assert axpy._launchers == axpy._unchecked == scale._launchers == {}  # its entries went with it
+    x, y = cpu.create(xs), cpu.create(np.zeros(300, np.float32))
+    for _ in range(2):  # the dispatcher's client is gone: another one takes the general path
+        axpy.launch(cpu, count, 256, x, y, 1.0)
+        scale.launch(cpu, count, 256, x, y, T=cl.f32)
+    np.testing.assert_array_equal(cpu.to_numpy(y, "f32"), xs * 3 + 1)
+
+
 def test_fast_dispatcher_reports_bad_arguments(cpu: Any) -> None:
     kern = cl.kernel(k.axpy.fn)
     x, y = cpu.create(np.ones(10, np.float32)), cpu.create(np.zeros(10, np.float32))

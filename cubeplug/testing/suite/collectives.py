@@ -262,8 +262,8 @@ class TestCollectives:
     def test_a_dropped_peer_is_released(self, cubeplug_backend: Any, cubeplug_peers: list[Any]) -> None:
         """A client's cached seat of a devices list holds the peers weakly: a peer dropped after
         collectives (closed first, which every backend's device wants) is collected, and the seat
-        of the list goes with it. (An all_gather: the portable all_reduce launches a cubeplug.lang
-        kernel, whose launchers keep every client that launched it.)"""
+        of the list goes with it. (The portable all_reduce launches a cubeplug.lang kernel, whose
+        caches hold the clients weakly.)"""
         a, b = cubeplug_peers[0], cubeplug_backend.fresh()
         pair = [a, b]
         xs = [c.asarray(np.full(4, r + 1, np.int32)) for r, c in enumerate(pair)]
@@ -271,6 +271,8 @@ class TestCollectives:
         for _ in range(2):  # the second call finds the seat
             ok(each(pair, "all_gather", xs, ys))
         np.testing.assert_array_equal(ys[0].numpy(), np.repeat(np.array([1, 2], np.int32), 4))
+        ok(each(pair, "all_reduce", ys, ys))
+        np.testing.assert_array_equal(ys[0].numpy(), np.repeat(np.array([2, 4], np.int32), 4))
         seats = len(a.collective_seats)
         gone = weakref.ref(b)
         b.close()
