@@ -13,9 +13,10 @@ Candidates (:data:`MATMUL`):
 * ``reg_4x4_vec``, ``reg_8x8_vec``: the same with float4 loads from global memory and float4
   stores (they need ``k`` and ``n`` multiples of 4, views aligned to 4 elements, and a dtype of
   :data:`IO_DTYPES`: f16, f32, i32, u32; f16 moves 4 lanes, 8 bytes, at once).
-* ``reg_8x8_db``, ``reg_8x8_vec_db``, ``reg_8x8_vec_db16``, ``reg_8x16_vec_db16``: double-buffered
-  (the next step's tiles loaded into registers during the multiply-adds, one barrier a step); steps
-  of 16 along ``k`` for the ``db16`` ones; a 128 x 256 block, 8 x 16 per unit, for the last.
+* ``reg_8x8_db``, ``reg_8x8_vec_db``, ``reg_8x8_vec_db16``, ``reg_8x16_vec_db16``,
+  ``reg_8x16_vec_db16_sq``: double-buffered (the next step's tiles loaded into registers during
+  the multiply-adds, one barrier a step); steps of 16 along ``k`` for the ``db16`` ones; a 128 x 256
+  block, 8 x 16 per unit, for the last two (A staged in lanes, and in 4 x 4 squares).
 
 Dtypes: f32 (default), f64, f16, i32, u32, each where the device declares it. f16 reads f16 and
 writes f16 but accumulates in f32 (as ``cupy.matmul`` on f16 does through cuBLAS): the tiles are
@@ -337,6 +338,11 @@ REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="lanes")
 # 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
 # (bench/probes/matmul_blocks.py): 41.1 TFLOP/s, 0.80x cuBLAS, where reg_8x8_vec_db16 gave 38.7.
 REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes")
+# The same staging A in 4 x 4 squares. Since CUDA's shared-memory indices are int arithmetic
+# (lang/codegen_c.py, CGen.signed_index) it is CUDA's fastest at 4096^3 on the H100: 47.9 TFLOP/s
+# against 45.1 with lanes (bench/probes/matmul_blocks.py, matmul-blocks-cuda-h100-2026-11-26.json);
+# on Vulkan 37.5 against 36.2, where reg_8x8_vec_db16 stays the fastest (39.8).
+REG_8X16_VEC_DB16_SQ = dataclasses.replace(REG_8X16_VEC_DB16, stage_a="squares")
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {
@@ -352,6 +358,7 @@ PLANS = {
     "reg_8x8_vec_db": reg(REG_8X8_VEC_DB),
     "reg_8x8_vec_db16": reg(REG_8X8_VEC_DB16),
     "reg_8x16_vec_db16": reg(REG_8X16_VEC_DB16),
+    "reg_8x16_vec_db16_sq": reg(REG_8X16_VEC_DB16_SQ),
 }
 #: Not candidates: std's candidates with another staging of their tiles than the one they use,
 #: ``candidate@staging`` (``RegBlock.stage_a``; ``tiled(unrolled=True)``). The tests check them and
@@ -364,7 +371,7 @@ STAGING_VARIANTS = {
                          ("reg_8x8_vec_db", REG_8X8_VEC_DB), ("reg_8x8_vec_db16", REG_8X8_VEC_DB16),
                          ("reg_8x16_vec_db16", REG_8X16_VEC_DB16))
         for staging in A_STAGING
-        if staging != rb.stage_a
+        if staging != rb.stage_a and reg(dataclasses.replace(rb, stage_a=staging)) not in PLANS.values()
     },
 }  # fmt: skip
 _PRIORITY = {"naive": 0, "tiled_8": 0, "tiled_16": 1, "tiled_32": 1}
