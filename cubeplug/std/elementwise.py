@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, CubeCount
 from cubeplug.std import checks
@@ -60,11 +62,18 @@ ELEMENTS = {
 }  # fmt: skip
 
 
+#: The dtype spellings :class:`Elements` remembers: names, numpy dtypes and scalar types. Not values
+#: such as ``np.float32(1.0)``, which ``dtype_of`` takes too: values of different types compare
+#: and hash equal (``np.float64(1.0) == np.float32(1.0) == 1``), and not unhashable objects.
+_SPELLINGS = (str, type, np.dtype)
+
+
 class Elements:
     """The element types one op takes (``allowed``), looked up by the dtype as the caller gave it
     (a name, a numpy dtype or scalar type): :func:`~cubeplug.std.combine.element_type` checks a
     dtype the first time it is given, and names the error; later calls take it from a dict, and
-    check only that the client's device declares it."""
+    check only that the client's device declares it. Other spellings go through ``element_type``
+    every time (:data:`_SPELLINGS`)."""
 
     #: Most dtype spellings remembered per op (every spelling of the seven dtypes fits).
     LIMIT = 256
@@ -76,13 +85,11 @@ class Elements:
 
     def __call__(self, client: Any, dtype: Any) -> Element:
         """The :class:`Element` of ``dtype``, or the ValidationError of ``element_type``."""
-        try:
-            element = self._given.get(dtype)
-        except TypeError:  # unhashable: element_type says what is wrong with it
-            element = None
+        plain = isinstance(dtype, _SPELLINGS)
+        element = self._given.get(dtype) if plain else None
         if element is None or element.name not in client.capabilities.dtypes:
             element = ELEMENTS[element_type(client, dtype, self.what, self.allowed)]
-            if len(self._given) < self.LIMIT:
+            if plain and len(self._given) < self.LIMIT:
                 self._given[dtype] = element
         return element
 
@@ -102,8 +109,13 @@ def vector_views(handles: Sequence[Handle], nbytes: int) -> list[Handle] | None:
     return views
 
 
-@functools.lru_cache(maxsize=1024)
 def cubes(items: int) -> CubeCount:
     """The cube count of a grid-stride loop over ``items`` (one item per unit, at most MAX_GROUPS
-    cubes), remembered for the last counts asked for: a launch only reads it."""
-    return CubeCount(checks.groups(items, CUBE))
+    cubes)."""
+    return _cube_count(checks.groups(items, CUBE))
+
+
+@functools.cache
+def _cube_count(groups: int) -> CubeCount:
+    """One CubeCount per count of cubes (at most MAX_GROUPS of them): a launch only reads it."""
+    return CubeCount(groups)

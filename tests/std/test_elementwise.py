@@ -220,3 +220,13 @@ def test_a_dtype_taken_before_is_checked_against_each_device() -> None:
     with pytest.raises(ValidationError, match="not a dtype"):
         elements(every, ["f32"])  # unhashable: checked each time
     assert elements(every, "u32").word is elements(every, "f32").word  # 4-byte bits move as u32
+    # Values of different types compare and hash equal: a value is never remembered for another.
+    assert elements(every, np.float64(1.0)).name == "f64"
+    assert elements(every, np.float32(1.0)).name == "f32"
+    assert elements(every, np.int32(0)).name == "i32" and elements(every, np.float16(0)).name == "f16"
+
+    class Unhashable:  # a spelling element_type takes (its .dtype) that no dict can hold
+        dtype = np.dtype("float32")
+        __hash__ = None  # type: ignore[assignment]
+
+    assert elements(every, Unhashable()).name == "f32"
