@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from cubeplug import cli
+from cubeplug.bench.clients import is_gpu
 from cubeplug.bench.std_cases import OPS
-from tests.std.conftest import skip_reason
+from tests.std.conftest import make_client, skip_reason
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
@@ -101,6 +102,26 @@ def test_pocl_and_lavapipe_rows_have_no_yardstick(tmp_path: Path, backend: str) 
         assert row["yardstick"] is None and "no yardstick" in row["yardstick_note"]
         # and no device-timed pass ran for a yardstick that is not in the run (lavapipe has timers)
         assert "cubeplug_device_ms" not in row
+
+
+def test_a_cpu_device_gets_no_device_pass_beside_cuda(tmp_path: Path) -> None:
+    # cuda in the run makes the yardstick's device pass run, but only for GPUs: a CPU device's name
+    # never matches the CUDA GPU's. Here cuda fails to load or runs; lavapipe is the CPU device.
+    reason = skip_reason("webgpu")
+    if reason is not None:
+        pytest.skip(reason)
+    client = make_client("webgpu")
+    try:
+        if is_gpu(client):
+            pytest.skip("webgpu drives a GPU here: its device pass is the yardstick's")
+    finally:
+        client.close()
+    out = tmp_path / "bench.json"
+    args = ["--plain", "bench", "--backend", "cuda", "--backend", "webgpu", "--quick", "--ops", "fill",
+            "--ops-n", "20000", "--json", str(out)]
+    cli.main(args)  # 1 where cuda cannot load: its own error, beside webgpu's rows
+    rows = json.loads(out.read_text())["backends"]["webgpu"]["std_ops"]["rows"]
+    assert rows and all("cubeplug_ms" in r and "cubeplug_device_ms" not in r for r in rows), rows
 
 
 def test_an_unknown_op_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
