@@ -301,12 +301,12 @@ class CGen(Emitter):
         """``array[index]``. The index of a ``shared`` or ``local`` array in an unchecked access is
         ``CL_IX`` arithmetic (:meth:`signed_index`); every other index is the expression as it is
         (a ``u32`` index wraps as the language says)."""
-        if checked or array not in self.declared or index.ty.name not in ("u32", "i32"):
+        if checked or array not in self.declared or index.ty.name != "u32":  # i32 is signed already
             return f"{array}[{self.expr(index)}]"
         return f"{array}[{unwrap(self.signed_index(index))}]"
 
     def signed_index(self, e: ir.Expr) -> str:
-        """``e`` (a u32 or i32 index) with its ``+``, ``-`` and ``*`` in ``CL_IX``, every other
+        """``e`` (a u32 index) with its ``+``, ``-`` and ``*`` in ``CL_IX``, every other
         operand converted to it: ``int`` under CUDA, ``unsigned int`` (the language's own
         arithmetic, the same source as without this) under OpenCL.
 
@@ -321,13 +321,12 @@ class CGen(Emitter):
         differs from the unsigned one only where that one wraps, which no index of a shared or
         local array (a few thousand elements) does, and an unchecked access out of the array is
         undefined already."""
-        if isinstance(e, ir.BinOp) and e.op in ("+", "-", "*") and e.ty.name in ("u32", "i32"):
+        if isinstance(e, ir.BinOp) and e.op in ("+", "-", "*") and e.ty.name == "u32":
             return f"({self.signed_index(e.a)} {e.op} {self.signed_index(e.b)})"
         if isinstance(e, ir.Const) and 0 <= int(e.value) < 2**31:
             return str(int(e.value))  # an int: CL_IX's type decides the arithmetic
         self.signed = True
-        text = self.expr(e)
-        return text if e.ty.name == "i32" else f"((CL_IX){text})"
+        return f"((CL_IX){self.expr(e)})"
 
     def lane_ref(self, array: str, index: ir.Expr, lane: ir.Expr | None, checked: bool) -> str:
         """``array[index]``, or lane ``lane`` of it: ``.x`` for a constant lane, else the element

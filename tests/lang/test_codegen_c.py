@@ -8,7 +8,7 @@ import numpy as np
 
 import cubeplug
 from cubeplug import lang as cl
-from cubeplug.lang import Array, f32, u32
+from cubeplug.lang import Array, f32, i32, u32
 
 DTYPES = frozenset({"f32", "u32", "i32"})
 CUBE = 64
@@ -31,6 +31,16 @@ def shuffled(x: Array[f32], out: Array[f32], k: u32) -> None:
     out[cl.ABSOLUTE_POS_X] = back + rows * f32(k) + mine[k - 1 + 1 - k + 3]
 
 
+@cl.kernel
+def signed_index(x: Array[f32], out: Array[f32]) -> None:
+    """A shared array indexed in i32: C's own signed arithmetic, nothing to convert."""
+    tile = cl.shared(f32, CUBE)
+    u = cl.UNIT_POS_X
+    tile[u] = x[cl.ABSOLUTE_POS_X]
+    cl.sync_cube()
+    out[cl.ABSOLUTE_POS_X] = tile[(i32(u) + 1) % CUBE]
+
+
 def _source(checked: bool) -> str:
     made: str = shuffled.specialize_for("c", DTYPES, (CUBE, 1, 1), checked, {}).source
     return made
@@ -46,6 +56,12 @@ def test_unchecked_indices_of_shared_and_local_arrays_take_the_index_type() -> N
     assert "tile[(CL_IX)(((((u / 8u) + 1u) * 8u) + (u % 8u)) % 64u)]" in source
     # global arrays keep the language's u32 arithmetic
     assert "x[ABSOLUTE_POS_X]" in source and "out[ABSOLUTE_POS_X] =" in source
+
+
+def test_i32_indices_stay_as_they_are() -> None:
+    source = signed_index.specialize_for("c", DTYPES, (CUBE, 1, 1), False, {}).source
+    assert "= tile[((((int)(u)) + 1) % 64)];" in source  # as the expression is
+    assert "tile[(CL_IX)u] =" in source  # a u32 index beside it
 
 
 def test_checked_indices_keep_the_language_arithmetic() -> None:
