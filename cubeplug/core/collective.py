@@ -52,6 +52,7 @@ from cubeplug.core.errors import (
 from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import DTYPES, dtype_of
 from cubeplug.core.rendezvous import RENDEZVOUS, Call, Group, Member, Round, size_problem
+from cubeplug.core.weak import forget_entry
 
 #: Re-exported: an implementation of :class:`Collectives` works with these.
 __all__ = [
@@ -262,7 +263,7 @@ class _Seat:
         for obj, h in ((src, src_h), (dst, dst_h)):
             if type(obj) is Array and h is not None:
                 # The entry goes when the Array does: its handle would keep the memory in use.
-                gone = functools.partial(_forget_array, arrays, id(obj))
+                gone = functools.partial(forget_entry, arrays, id(obj))
                 arrays[id(obj)] = (weakref.ref(obj, gone), itemsize, h)
         return src_h, dst_h
 
@@ -316,19 +317,8 @@ def _seat(client: Any, devices: Sequence[Any]) -> _Seat:
 
 
 def _seat_key(item: Any) -> Any:
-    """A ``devices`` item's part of its seat's key: a client's server id (as :func:`_identity`),
-    an index itself."""
-    server = getattr(item, "server", None)
-    return item if server is None else server.id
-
-
-def _forget_array(
-    arrays: dict[int, tuple[weakref.ref[Any], int, Handle]], key: int, ref: weakref.ref[Any]
-) -> None:
-    """An Array a seat checked was collected: its entry (if still this one) and handle go."""
-    entry = arrays.get(key)
-    if entry is not None and entry[0] is ref:
-        arrays.pop(key, None)  # (another thread may have cleared the dict meanwhile)
+    """A ``devices`` item's part of its seat's key: a client's :func:`_identity`, an index itself."""
+    return item if getattr(item, "server", None) is None else _identity(item)
 
 
 def _forget_seat(client: weakref.ref[Any], key: tuple[Any, ...], _: Any) -> None:

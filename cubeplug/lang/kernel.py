@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cubeplug.core.errors import CompileError, ValidationError
+from cubeplug.core.weak import forget_entry
 from cubeplug.lang.compile import Specialized, pick_dialect, specialize
 from cubeplug.lang.errors import KernelError, Loc, NotInKernelError
 from cubeplug.lang.marshal import bad_argument, bad_tensor, dispatcher_source, launcher_source, unwrap_arrays
@@ -56,14 +57,6 @@ _MISSING = object()  # a positional argument the caller left out
 
 #: A launcher cache entry: (weak reference to its client, launcher, specialization).
 _Entry = tuple[weakref.ref[Any], Callable[..., None], Specialized]
-
-
-def _forget(table: dict[tuple[Any, ...], _Entry], key: tuple[Any, ...], ref: weakref.ref[Any]) -> None:
-    """An entry's client was collected: the entry goes (if still this one; its key, the client's
-    id, may name another client from now on)."""
-    entry = table.get(key)
-    if entry is not None and entry[0] is ref:
-        table.pop(key, None)
 
 
 class LangKernel:
@@ -138,7 +131,7 @@ class LangKernel:
             ref = None
         if ref is None or ref() is not client:
             fn, spec = self._prepare(client, cube_dim, comptime, checked, count, args)
-            ref = weakref.ref(client, functools.partial(_forget, table, key))
+            ref = weakref.ref(client, functools.partial(forget_entry, table, key))
             table[key] = (ref, fn, spec)
         else:
             self._check_count(spec, args)

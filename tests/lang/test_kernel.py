@@ -10,6 +10,7 @@ import pytest
 import cubeplug
 from cubeplug import lang as cl
 from tests.lang import kernels as k
+from tests.lang.conftest import BACKENDS
 
 RNG = np.random.default_rng(7)
 
@@ -238,7 +239,7 @@ def test_alternating_clients_and_cube_dims(cpu: Any) -> None:
         other.close()
 
 
-@pytest.mark.parametrize("backend", ["cpu", "opencl", "webgpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_client_dropped_without_close_is_collected(cpu: Any, backend: str) -> None:
     """The launchers, their cache and the fast dispatchers hold a client weakly: dropped without
     close() after launches of every kind (checked, unchecked, a comptime kernel, the dict path and
