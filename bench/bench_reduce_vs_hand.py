@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -47,8 +46,6 @@ from reference import hand_elementwise, hand_reduce
 
 import cubeplug
 from cubeplug import std
-from cubeplug.bench import paired as pairing
-from cubeplug.bench.timing import Figure
 from cubeplug.core.tune import tuner_for
 
 #: Lang candidate -> its hand-written twin.
@@ -132,31 +129,6 @@ def reduce_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict
     return out
 
 
-def paired_device(client: Any, a: Callable[[int], None], b: Callable[[int], None], n: int,
-                  rounds: int) -> dict[str, Any]:
-    """:func:`paired` on the device's clock: each sample is ``client.profile`` around ``n`` calls
-    (the device time of the loop's launches, per call), the same figure ``cubeplug bench`` takes
-    with ``device=True``."""
-    a(max(1, n // 10))
-    b(max(1, n // 10))
-    client.sync()
-
-    def sample(fn: Callable[[int], None]) -> Callable[[], Figure]:
-        def timed() -> Figure:
-            _, duration = client.profile(lambda: fn(n))
-            seconds = duration.seconds() / n
-            return Figure(seconds, seconds)
-
-        return timed
-
-    pair = pairing.paired(sample(a), sample(b), rounds)
-    spread = pair.spread() or {"iqr": [None, None]}
-    return {"a_us": round(statistics.median(pair.ours) * 1e6, 3),
-            "b_us": round(statistics.median(pair.theirs) * 1e6, 3),
-            "ratio_median": round(pair.ratio() or 0.0, 3), "ratio_iqr": [round(q, 3) for q in spread["iqr"]],
-            "rounds": rounds, "n": n}  # fmt: skip
-
-
 def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) -> dict[str, Any]:
     """fill, copy, axpy (f32, aligned) against the hand-written kernels and CuPy, with GB/s."""
     rng = np.random.default_rng(21)
@@ -204,7 +176,7 @@ def elementwise_rows(client: Any, raw: Cupy, n: int, iters: int, rounds: int) ->
         row["lang_gbps"] = round(moved[op] / (fig["a_us"] * 1e3), 1) if fig["a_us"] else None
         row["hand_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None
         if client.capabilities.device_timing:
-            fig = paired_device(client, repeat(lang[op]), repeat(hand[op]), iters, rounds)
+            fig = paired(repeat(lang[op]), repeat(hand[op]), iters, rounds, device=client)
             row["vs_hand_device"] = versus(fig, "lang", "hand")
             row["lang_device_gbps"] = round(moved[op] / (fig["a_us"] * 1e3), 1) if fig["a_us"] else None
             row["hand_device_gbps"] = round(moved[op] / (fig["b_us"] * 1e3), 1) if fig["b_us"] else None

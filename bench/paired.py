@@ -22,6 +22,7 @@ from typing import Any
 import cubeplug
 from cubeplug.bench import paired as pairing
 from cubeplug.bench.timing import Figure
+from cubeplug.core.client import ComputeClient
 
 
 def paired(
@@ -30,19 +31,29 @@ def paired(
     n: int,
     rounds: int = 30,
     drain: Callable[[], None] | None = None,
+    device: ComputeClient | None = None,
 ) -> dict[str, Any]:
-    """Microseconds per iteration of ``a(n)`` and ``b(n)`` (medians) and the median of a/b per round."""
-    finish = drain or (lambda: None)
+    """Microseconds per iteration of ``a(n)`` and ``b(n)`` (medians) and the median of a/b per round.
+
+    Host time by default: ``fn(n)`` then ``drain()``, timed with ``perf_counter``. With a ``device``
+    client, each sample is ``device.profile`` around the ``n`` calls instead (the device time of the
+    loop's launches, per call), the figure ``cubeplug bench`` takes with ``device=True``; the
+    warm-up then ends in ``drain`` if given, else ``device.sync``."""
+    finish = drain or (device.sync if device is not None else (lambda: None))
     a(max(1, n // 10))
     b(max(1, n // 10))
     finish()
 
     def sample(fn: Callable[[int], None]) -> Callable[[], Figure]:
         def timed() -> Figure:
-            t0 = time.perf_counter()
-            fn(n)
-            finish()
-            seconds = (time.perf_counter() - t0) / n
+            if device is not None:
+                _, duration = device.profile(fn, n)
+                seconds = duration.seconds() / n
+            else:
+                t0 = time.perf_counter()
+                fn(n)
+                finish()
+                seconds = (time.perf_counter() - t0) / n
             return Figure(seconds, seconds)
 
         return timed

@@ -35,14 +35,12 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-import numpy as np
-
 import cubeplug
-from cubeplug import CubeCount, Kernel
-from cubeplug.core.handle import Handle
+from cubeplug import Kernel
 
 sys.path.insert(0, "bench")
 from reference import hand_matmul
+from tiled32_variants import time_variants  # this script's folder, first on sys.path
 
 mm = importlib.import_module("cubeplug.std.matmul")
 
@@ -151,33 +149,7 @@ def main() -> None:
     size = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 9
     client = cubeplug.client(backend)
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size), dtype=np.float32)
-    b = rng.standard_normal((size, size), dtype=np.float32)
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    ha, hb = client.create(a), client.create(b)
-    hc: Handle = client.empty(4 * size * size)
-    count = CubeCount(size // 32, size // 32)
-    kernels = variants(client)
-    for name, kernel in kernels.items():
-        client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
-        err = float(np.max(np.abs(client.to_numpy(hc, "f32").reshape(size, size) - want)))
-        assert err < 1e-3 * size, f"{name}: max error {err}"
-    iters = 20 if size >= 1024 else 5
-    times: dict[str, list[float]] = {name: [] for name in kernels}
-    for _ in range(rounds):
-        for name, kernel in kernels.items():
-            def loop(kernel: Kernel = kernel) -> None:
-                for _ in range(iters):
-                    client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
-            _, duration = client.profile(loop)
-            times[name].append(duration.seconds() / iters * 1e3)
-    hand = float(np.median(times["hand"]))
-    rows = {
-        name: {"median_ms": round(float(np.median(t)), 4), "best_ms": round(min(t), 4),
-               "hand_over_variant": round(hand / float(np.median(t)), 4)}
-        for name, t in times.items()
-    }  # fmt: skip
+    rows = time_variants(client, variants(client), size, rounds)
     result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv,
               "device": str(client.device), "size": size, "rounds": rounds, "rows": rows}
     with open(out, "w") as f:

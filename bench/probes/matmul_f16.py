@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import cubeplug
+from cubeplug.bench.suite import BackendBench, plan_for
 from cubeplug.core.kernel import CubeCount
 
 mm = importlib.import_module("cubeplug.std.matmul")
@@ -67,6 +68,7 @@ def per_backend(
 ) -> dict[str, Any]:
     client = cubeplug.client(selector)
     out: dict[str, Any] = {"device": str(client.device)}
+    bench = BackendBench(client, None, plan_for(client, quick=True))
     rng = np.random.default_rng(0)
     for dtype in ("f16", "f32"):
         if dtype not in client.capabilities.dtypes:
@@ -94,13 +96,9 @@ def per_backend(
             err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
             assert err < 5e-3, f"{selector} {dtype} {name}: relative error {err}"
         times: dict[str, list[float]] = {n: [] for n in calls}
-        for _ in range(rounds):
+        for _ in range(rounds):  # one device-timed loop of each candidate a round: drift hits them all
             for name, call in calls.items():
-                def loop(call: Callable[[], None] = call) -> None:
-                    for _ in range(5):
-                        call()
-                _, duration = client.profile(loop)
-                times[name].append(duration.seconds() / 5)
+                times[name].append(bench.ours(call, 5, 1, device=True).median)
         flops = 2.0 * size**3
         medians = {n: float(np.median(t)) for n, t in times.items()}
         out[dtype] = {

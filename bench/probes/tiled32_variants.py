@@ -80,11 +80,12 @@ def variants(client: Any) -> dict[str, Kernel]:
     return kernels
 
 
-def main() -> None:
-    backend = sys.argv[1] if len(sys.argv) > 1 else "cuda"
-    size = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
-    client = cubeplug.client(backend)
+def time_variants(
+    client: Any, kernels: dict[str, Kernel], size: int, rounds: int
+) -> dict[str, dict[str, float]]:
+    """Each of ``kernels`` (a ``size``-square f32 matmul each, one of them ``hand``) checked against
+    numpy, then timed on the device's clock in ``rounds`` rounds that alternate them: per kernel the
+    median and best ms per call and ``hand_over_variant``, the hand kernel's median / its own."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((size, size), dtype=np.float32)
     b = rng.standard_normal((size, size), dtype=np.float32)
@@ -92,7 +93,6 @@ def main() -> None:
     ha, hb = client.create(a), client.create(b)
     hc: Handle = client.empty(4 * size * size)
     count = CubeCount(size // 32, size // 32)
-    kernels = variants(client)
     for name, kernel in kernels.items():
         client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
         got = client.to_numpy(hc, "f32").reshape(size, size)
@@ -107,11 +107,19 @@ def main() -> None:
                 client.launch_unchecked(kernel, count, [ha, hb, hc], [size, size, size])
             times[name].append(bench.ours(launch, iters, 1, device=True).median * 1e3)
     hand = float(np.median(times["hand"]))
-    rows = {
+    return {
         name: {"median_ms": round(float(np.median(t)), 4), "best_ms": round(min(t), 4),
                "hand_over_variant": round(hand / float(np.median(t)), 4)}
         for name, t in times.items()
     }  # fmt: skip
+
+
+def main() -> None:
+    backend = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
+    client = cubeplug.client(backend)
+    rows = time_variants(client, variants(client), size, rounds)
     print(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv,
                       "device": str(client.device), "size": size, "rounds": rounds, "rows": rows}, indent=1))
 
