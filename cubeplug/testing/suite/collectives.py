@@ -94,6 +94,21 @@ def ok(errors: list[BaseException | None]) -> None:
             raise AssertionError(f"rank {rank} raised {type(error).__name__}: {error}") from error
 
 
+def seats_now(client: Any) -> int:
+    """``client``'s count of collective seats once the peers other tests dropped are collected
+    (their seats leave then, not in a later count)."""
+    gc.collect()
+    return len(client.collective_seats)
+
+
+def assert_released(client: Any, gone: weakref.ref[Any], seats: int) -> None:
+    """The peer ``gone`` (closed, every reference to it dropped) is collected and ``client``'s
+    seat of their list went with it: one seat fewer than ``seats`` (:func:`seats_now`)."""
+    gc.collect()
+    assert gone() is None, "the dropped peer is still referenced (by the seats of its peers?)"
+    assert len(client.collective_seats) == seats - 1
+
+
 def sample(dtype: str, n: int, seed: int, op: str = "sum") -> np.ndarray:
     """Values whose reduction stays exact-ish and in range for ``dtype`` under ``op``."""
     rng = np.random.default_rng(seed)
@@ -273,14 +288,11 @@ class TestCollectives:
         np.testing.assert_array_equal(ys[0].numpy(), np.repeat(np.array([1, 2], np.int32), 4))
         ok(each(pair, "all_reduce", ys, ys))
         np.testing.assert_array_equal(ys[0].numpy(), np.repeat(np.array([2, 4], np.int32), 4))
-        gc.collect()  # peers other tests dropped leave their seats now, not in the count below
-        seats = len(a.collective_seats)
+        seats = seats_now(a)
         gone = weakref.ref(b)
         b.close()
         del b, pair, xs, ys
-        gc.collect()
-        assert gone() is None, "the dropped peer is still referenced (by the seats of its peers?)"
-        assert len(a.collective_seats) == seats - 1
+        assert_released(a, gone, seats)
         TestCollectiveErrors.still_work(cubeplug_peers)  # the others keep working
 
 

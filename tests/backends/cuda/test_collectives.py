@@ -7,7 +7,6 @@ portable path and the rendezvous are covered on every backend by the conformance
 
 from __future__ import annotations
 
-import gc
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,16 @@ import pytest
 
 from cubeplug.core.errors import CollectiveUnavailableError
 from cubeplug.testing.backend import BackendUnderTest
-from cubeplug.testing.suite.collectives import OPS, each, expected, ok, sample, together
+from cubeplug.testing.suite.collectives import (
+    OPS,
+    assert_released,
+    each,
+    expected,
+    ok,
+    sample,
+    seats_now,
+    together,
+)
 from tests.backends.cuda.conftest import gpu_skip_reason
 
 pytestmark = pytest.mark.gpu
@@ -126,11 +134,8 @@ def test_a_peer_of_nccl_collectives_is_collected_once_dropped(pair: list[Any]) -
         ok(each(both, "all_reduce", arrays, arrays))
         ok(each(both, "broadcast", [arrays[0], None], outs, 0))
     np.testing.assert_array_equal(outs[1].numpy(), np.full(5, 6, np.float32))  # 1+2, then 3+3
-    gc.collect()  # peers other tests dropped leave their seats now, not in the count below
-    seats = len(a.collective_seats)
+    seats = seats_now(a)
     gone = weakref.ref(b)
     b.close()
     del b, both, arrays, outs
-    gc.collect()
-    assert gone() is None, "the dropped cuda:1 client is still referenced"
-    assert len(a.collective_seats) == seats - 1
+    assert_released(a, gone, seats)
