@@ -5,9 +5,9 @@
 Builds ``std.matmul.reg`` plans for a grid of block shapes (per-unit patches of 4 x 8, 8 x 4,
 8 x 8, 8 x 16 and 16 x 8; steps of 8 or 16; float4 I/O; double-buffered; A staged as scalars, in
 4 x 4 squares or in lanes), checks each against numpy (f64) and times them on the device's clock
-(``client.profile`` around 10 launches) in rounds that alternate the shapes, printing TFLOP/s
-fastest first (cuBLAS's figure is the std bench's, ``cubeplug bench --only std_ops --ops matmul``).
-A shape the device cannot hold (shared memory) is skipped.
+(``BackendBench.ours`` with ``device=True``: 10 launches a sample) in rounds that alternate the
+shapes, printing TFLOP/s fastest first (cuBLAS's figure is the std bench's,
+``cubeplug bench --only std_ops --ops matmul``). A shape the device cannot hold (shared memory) is skipped.
 
 On the H100 (``../results/matmul-blocks-webgpu-h100-2026-11-26.json``) no shape beat 40.0 TFLOP/s
 on Vulkan, where std's chosen ``reg_8x8_vec_db16`` (``8x8 bk16 lanes``) ran 39.8.
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import cubeplug
+from cubeplug.bench.suite import BackendBench, plan_for
 
 # The module, not the function cubeplug.std re-exports under the same name.
 mm = importlib.import_module("cubeplug.std.matmul")
@@ -65,14 +66,11 @@ def main() -> None:
         plans[name] = plan
     runs: dict[str, Any] = {name: (lambda p=plan: mm.launch(client, p, ha, hb, hc, size, size, size, "f32"))
                             for name, plan in plans.items()}
+    bench = BackendBench(client, None, plan_for(client, quick=True))
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
+    for _ in range(rounds):  # one device-timed loop of each shape a round: drift hits them all
         for name, run in runs.items():
-            def loop(run: Any = run) -> None:
-                for _ in range(LAUNCHES):
-                    run()
-            _, duration = client.profile(loop)
-            times[name].append(duration.seconds() / LAUNCHES)
+            times[name].append(bench.ours(run, LAUNCHES, 1, device=True).median)
     flops = 2.0 * size ** 3
     rows = {name: {"median_ms": round(float(np.median(t)) * 1e3, 4),
                    "tflops": round(flops / float(np.median(t)) / 1e12, 2)}
