@@ -13,6 +13,7 @@ import numpy as np
 from cubeplug.core.errors import ValidationError
 from cubeplug.core.handle import Handle
 from cubeplug.core.kernel import CubeCount
+from cubeplug.core.server import ComputeServer
 
 #: Most cubes a std launch uses along x (WebGPU allows 65535 per dimension); kernels loop over the rest.
 MAX_GROUPS = 65535
@@ -42,27 +43,25 @@ def count(n: Any, what: str = "n", limit: int = MAX_ELEMENTS) -> int:
 
 def buffer(client: Any, handle: Any, nbytes: int, what: str) -> Handle:
     """``handle`` if it is a live handle of ``client`` holding at least ``nbytes``, else ValidationError."""
-    server = client.server
+    server: ComputeServer = client.server
     align = server.capabilities.offset_alignment
     # The common case in one test (std's elementwise calls are hot); anything else is checked
     # below, step by step, for the error that says what is wrong.
-    if (type(handle) is Handle and handle.owner is server and handle.token is not None
-            and handle.nbytes - handle.start - handle.end >= nbytes
+    if (server.is_live_handle(handle) and handle.nbytes - handle.start - handle.end >= nbytes
             and (align <= 1 or not handle.start % align)):
         return handle
-    server.check_handle(handle, what)
-    if handle.size < nbytes:
+    live = server.check_handle(handle, what)
+    if live.size < nbytes:
         raise ValidationError(
-            f"{what} holds {handle.size} B but the call needs {nbytes} B; "
+            f"{what} holds {live.size} B but the call needs {nbytes} B; "
             f"pass a larger handle or a smaller count"
         )
-    if align > 1 and handle.start % align:
+    if align > 1 and live.start % align:
         raise ValidationError(
-            f"{what} is a view at byte offset {handle.start}; {client.backend} binds views at offsets "
+            f"{what} is a view at byte offset {live.start}; {client.backend} binds views at offsets "
             f"aligned to {align} B"
         )
-    result: Handle = handle
-    return result
+    return live
 
 
 def vector_ok(handle: Handle, n: int) -> bool:
