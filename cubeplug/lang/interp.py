@@ -208,16 +208,7 @@ class _Run(Lanes):
         if sp is None or not self.runs_alone(s.then):
             return False
         lo, hi = sp
-        if lo < hi:
-            if hi - lo == self.n:
-                self.block(s.then, None)
-                return True
-            self.alone(s.then, slice(lo, hi))
-        if s.orelse.stmts and hi - lo < self.n:
-            rest = np.ones(self.n, bool)
-            rest[lo:hi] = False
-            self.branch(s.orelse, rest)
-        return True
+        return self.then_else(s, lo, hi, self.n, slice(lo, hi))
 
     def unit_span(self, s: ir.If, units: lanes.Units) -> bool:
         """Run ``s`` (every lane live) when its condition compares a tile with an integer: its
@@ -225,14 +216,20 @@ class _Run(Lanes):
         shared memory through views, not gathers); its ``else`` under a mask."""
         if not self.runs_alone(s.then) or units.units * units.rows != self.n:
             return False
-        lo, hi = units.lo, units.hi
+        return self.then_else(s, units.lo, units.hi, units.units, units)
+
+    def then_else(self, s: ir.If, lo: int, hi: int, width: int, where: Where) -> bool:
+        """Run ``s`` whose condition holds on the lanes ``[lo, hi)`` of each run of ``width``
+        lanes (``where``: those lanes, a slice or :class:`~cubeplug.lang.lanes.Units`): its
+        ``then`` on them alone, its ``else`` under a mask of the others (:meth:`span`,
+        :meth:`unit_span`)."""
         if lo < hi:
-            if hi - lo == units.units:
+            if hi - lo == width:
                 self.block(s.then, None)
                 return True
-            self.alone(s.then, units)
-        if s.orelse.stmts and hi - lo < units.units:
-            rest = np.ones((units.rows, units.units), bool)
+            self.alone(s.then, where)
+        if s.orelse.stmts and hi - lo < width:
+            rest = np.ones((self.n // width, width), bool)
             rest[:, lo:hi] = False
             self.branch(s.orelse, rest.reshape(-1))
         return True

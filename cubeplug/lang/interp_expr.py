@@ -130,8 +130,7 @@ class Exprs:
         if isinstance(e, ir.Load):
             load = e
             index = self(e.index)
-            guard = None if e.guard is None else self(e.guard)
-            return lambda run: run.load(load, index(run), guard)
+            return lambda run: run.load(load, index(run))
         if isinstance(e, ir.VecNew):
             return self._vec_new(e)
         if isinstance(e, ir.VecGet):

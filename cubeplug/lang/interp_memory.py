@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from cubeplug.lang import ir, lanes
-from cubeplug.lang.interp_expr import Fn
 from cubeplug.lang.interp_expr import rows as _rows
 from cubeplug.lang.interp_plan import Plan
 from cubeplug.lang.lanes import Ramp, Tile
@@ -89,12 +88,13 @@ def batch_memory(k: ir.KernelIR, values: dict[str, Any], dims: tuple[int, int, i
             arr = arr.view(a.elem.np)
         mem[a.name] = (arr, None, len(arr))
     written = [mem[a.name][0] for a in k.arrays if a.written or a.atomic]
-    for d in k.decls:
+    if k.decls:  # every lane's base address, one arange for all the arrays
         lane = np.arange(n, dtype=np.int64)
-        rows = (c1 - c0) if d.space == "shared" else n
-        base = (lane // units) * d.size if d.space == "shared" else lane * d.size
-        mem[d.name] = (np.zeros(shape(rows * d.size, d.elem), d.elem.np), base, d.size)
-        written.append(mem[d.name][0])
+        for d in k.decls:
+            rows = (c1 - c0) if d.space == "shared" else n
+            base = (lane // units) * d.size if d.space == "shared" else lane * d.size
+            mem[d.name] = (np.zeros(shape(rows * d.size, d.elem), d.elem.np), base, d.size)
+            written.append(mem[d.name][0])
     return mem, written
 
 
@@ -210,16 +210,16 @@ class Lanes:
             ok = np.zeros(self.n, bool)
         return arr, addr, ok
 
-    def load(self, e: ir.Load, idx: Any, guard: Fn | None) -> Any:
-        """Load ``e`` at the lanes' index values ``idx`` (``guard``: its guard's closure)."""
+    def load(self, e: ir.Load, idx: Any) -> Any:
+        """Load ``e`` at the lanes' index values ``idx``."""
         arr, base, size = self.mem[e.array]
         if isinstance(idx, Ramp) and base is None and idx.step == 1 and idx.start >= 0:
             k = max(0, min(self.n, size - idx.start))
             got = arr[idx.start:idx.start + k]
             if k < self.n:
                 got = np.concatenate([got, np.zeros(shape(self.n - k, e.ty), e.ty.np)])
-            if guard is not None:
-                got = lanes.select(_rows(self.full(guard(self)), got), got, e.ty.np.type(0), e.ty.np)
+            if e.guard is not None:
+                got = lanes.select(_rows(self.full(self.eval(e.guard)), got), got, e.ty.np.type(0), e.ty.np)
             return got
         view = self.strided(e.array, idx, e.guard, False)
         if view is not None:

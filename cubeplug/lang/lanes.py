@@ -127,12 +127,14 @@ def make_tile(start: int, step: int, units: int, rows: int, dtype: np.dtype[Any]
         row = 0
     if units == 1:
         step = 0
-    if not (_fits(start, step, units, dtype) and _fits(start, row, rows, dtype)
-            and _fits(start + row * (rows - 1), step, units, dtype)):
+    tile = Tile(start, step, units, rows, dtype, row)
+    lo, hi = tile.bounds()
+    info = np.iinfo(dtype)
+    if lo < info.min or hi > info.max:
         return None
     if step == 0 and row == 0:
         return dtype.type(start)
-    return Tile(start, step, units, rows, dtype, row)
+    return tile
 
 
 def make(start: int, step: int, n: int, dtype: np.dtype[Any]) -> Any:

@@ -9,6 +9,7 @@ import pytest
 
 from cubeplug import lang as cl
 from cubeplug.lang import Array, BarrierDivergenceError, f32, f32x4, interp, u32
+from cubeplug.lang.interp_memory import Lanes
 from cubeplug.lang.lower import Lowerer
 
 
@@ -220,10 +221,18 @@ def _blocks_numpy(x: np.ndarray, ylen: int, zlen: int, cubes: int) -> tuple[np.n
 
 
 @pytest.mark.parametrize(("xlen", "ylen"), [(5 * 64, 5 * 64), (5 * 64 - 3, 5 * 64 - 5)])
-@pytest.mark.parametrize("compact", [0.0, interp.COMPACT])
-def test_tile_addresses_of_global_memory_match_numpy(xlen: int, ylen: int, compact: float,
+def test_tile_addresses_of_global_memory_match_numpy(xlen: int, ylen: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(interp, "COMPACT", compact)
+    # The accesses through tiles take strided views (counted), and give numpy's result.
+    views: list[bool] = []
+    strided = Lanes.strided
+
+    def counted(self: Lanes, *args: Any) -> Any:
+        view = strided(self, *args)
+        views.append(view is not None)
+        return view
+
+    monkeypatch.setattr(Lanes, "strided", counted)
     spec = blocks.specialize_for("python", None, 16, True, {})
     x = np.arange(xlen, dtype=np.float32)
     y, z = np.zeros(ylen, np.float32), np.zeros(5 * 8 + 8 - (xlen % 2), np.float32)
@@ -232,6 +241,7 @@ def test_tile_addresses_of_global_memory_match_numpy(xlen: int, ylen: int, compa
     want_y, want_z = _blocks_numpy(x, ylen, len(z), 5)
     np.testing.assert_array_equal(y, want_y)
     np.testing.assert_array_equal(z, want_z)
+    assert any(views), "no access through a tile took a strided view"
 
 
 @cl.kernel
