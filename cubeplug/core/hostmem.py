@@ -99,6 +99,16 @@ def host_copy(src: np.ndarray) -> bytearray:
     return out
 
 
+def host_copies(src: np.ndarray, sizes: Iterable[int]) -> list[bytearray]:
+    """:func:`host_copy` of each of the ranges of ``sizes`` bytes that lie end to end in ``src``
+    (a read of several handles staged in one block)."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(host_copy(src[at : at + n]))
+        at += n
+    return out
+
+
 def staging_sizes(sizes: Iterable[Any]) -> list[int]:
     """The byte sizes of a ``reserve_staging`` call as ints, all checked before any is allocated;
     ValidationError for one that is not a non-negative integer (a bool is not a size)."""

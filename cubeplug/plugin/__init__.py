@@ -14,8 +14,8 @@ kernel and handle types, the errors) it holds the pieces every backend needs:
   :class:`QueueCode` for a faster launch path; :class:`Step`, :class:`Replay` and
   :func:`unique_handles` for a native replay of captured graphs (``ComputeServer.new_replay``);
   :data:`thread_streams` and :func:`current_stream_id`;
-- host memory: :func:`host_buffer`, :func:`host_copy`, :func:`host_address`, :func:`staging_sizes`,
-  and :class:`StagingPool` (:mod:`cubeplug.plugin.staging`) for staging blocks;
+- host memory: :func:`host_buffer`, :func:`host_copy`, :func:`host_copies`, :func:`host_address`,
+  :func:`staging_sizes`, and :class:`StagingPool` (:mod:`cubeplug.plugin.staging`) for staging blocks;
 - completing reads off the caller's thread: :class:`Completer` and :class:`EventFuture`
   (:mod:`cubeplug.plugin.completer`);
 - describing the device: :func:`device_setup` and :func:`check_option_keys`
@@ -48,7 +48,7 @@ from cubeplug.core.errors import (
     describe,
 )
 from cubeplug.core.handle import Handle, Tensor, check_shape, contiguous_strides, view_dims
-from cubeplug.core.hostmem import StagedRead, host_address, host_buffer, host_copy, staging_sizes
+from cubeplug.core.hostmem import StagedRead, host_address, host_buffer, host_copies, host_copy, staging_sizes
 from cubeplug.core.kernel import DTYPES, Buffer, CubeCount, ExecutionMode, Kernel, Scalar, dtype_of
 from cubeplug.core.launcher import Launcher, LaunchSettings
 from cubeplug.core.memory import SliceToken
@@ -139,6 +139,7 @@ __all__ = [
     "hookimpl",
     "host_address",
     "host_buffer",
+    "host_copies",
     "host_copy",
     "next_storage_id",
     "portable",

@@ -23,6 +23,13 @@ def test_host_copy_is_exact(n: int) -> None:
     assert type(out) is bytearray and bytes(out) == src.tobytes()
 
 
+def test_host_copies_split_a_block_end_to_end() -> None:
+    src = np.arange(20, dtype=np.uint8)
+    outs = hostmem.host_copies(src, [3, 0, 10, 7])
+    assert [bytes(o) for o in outs] == [src[:3].tobytes(), b"", src[3:13].tobytes(), src[13:].tobytes()]
+    assert all(type(o) is bytearray for o in outs)
+
+
 def test_only_large_buffers_are_advised(monkeypatch: pytest.MonkeyPatch) -> None:
     advised: list[int] = []
     monkeypatch.setattr(hostmem, "_madvise_fn", lambda a, n, advice: advised.append(n) or 0)

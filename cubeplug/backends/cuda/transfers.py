@@ -50,7 +50,7 @@ from cubeplug.plugin import (
     dtype_of,
     host_address,
     host_buffer,
-    host_copy,
+    host_copies,
     repeated_byte,
     staging_sizes,
 )
@@ -294,10 +294,7 @@ class CudaTransfers(ComputeServer):
             block, event = self._copy_to_block(stream, srcs, sizes)
 
             def finish() -> list[bytes]:
-                array, out, at = block.array, [], 0
-                for n in sizes:
-                    out.append(host_copy(array[at : at + n]))
-                    at += n
+                out = host_copies(block.array, sizes)
                 pool.give(block)
                 return cast("list[bytes]", out)
 

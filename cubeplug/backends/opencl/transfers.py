@@ -31,7 +31,7 @@ from cubeplug.plugin import (
     StagedRead,
     ValidationError,
     host_buffer,
-    host_copy,
+    host_copies,
     repeated_byte,
     staging_sizes,
 )
@@ -137,11 +137,7 @@ class OpenCLTransfers(ComputeServer):
         if 0 < total <= self.staging.read_max:
 
             def copied_out(chunk: StagingChunk) -> list[bytes]:
-                array, outs, at = chunk.array, [], 0
-                for n in sizes:
-                    outs.append(host_copy(array[at : at + n]))
-                    at += n
-                return outs  # type: ignore[return-value]
+                return host_copies(chunk.array, sizes)  # type: ignore[return-value]
 
             return self._read_chunk(stream_id, handles, total, copied_out)
         outs: list[Any] = [host_buffer(n) for n in sizes]  # no zero-fill: the copies write them whole

@@ -330,10 +330,17 @@ def test_queued_memory_is_released_before_a_pool_grows(storage: FakeStorage, siz
 
 
 def test_a_release_that_frees_nothing_still_grows_the_pool(storage: FakeStorage) -> None:
-    mm = MemoryManagement(storage, props(4 * GiB), release_queued=lambda wait: True)
+    calls: list[bool] = []
+
+    def release(wait: bool) -> bool:
+        calls.append(wait)
+        return True  # work was queued, but freed nothing
+
+    mm = MemoryManagement(storage, props(4 * GiB), release_queued=release)
     a = mm.reserve(600 * MiB)
     b = mm.reserve(600 * MiB)
     assert a.storage.id != b.storage.id and len(storage.alloc_calls) == 2
+    assert calls and not any(calls), calls  # asked before each growth, without waiting
     del a, b
 
 
