@@ -134,7 +134,12 @@ class ComputeServer(ABC):
             persistent=persistent,
             on_oom=lambda requested, in_use, reserved: _server(me)._on_oom(requested, in_use, reserved),
             reclaim=lambda: _server(me)._reclaim(),
-            release_queued=lambda wait: _server(me).release_queued(wait),
+            # Asked only of a server that holds memory in queued work (it overrides release_queued):
+            # the others would be called at every pool growth for nothing.
+            release_queued=(
+                None if type(self).release_queued is ComputeServer.release_queued
+                else lambda wait: _server(me).release_queued(wait)
+            ),
         )
         for mode in self._modes:
             mm.push_mode(mode)
