@@ -32,13 +32,13 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import cubeplug
 from cubeplug import Kernel
 
 sys.path.insert(0, "bench")
+from paired import run_header
 from reference import hand_matmul
 from tiled32_variants import time_variants  # this script's folder, first on sys.path
 
@@ -150,8 +150,7 @@ def main() -> None:
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 9
     client = cubeplug.client(backend)
     rows = time_variants(client, variants(client), size, rounds)
-    result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv,
-              "device": str(client.device), "size": size, "rounds": rounds, "rows": rows}
+    result = run_header(device=str(client.device), size=size, rounds=rounds, rows=rows)
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
     for name, row in rows.items():

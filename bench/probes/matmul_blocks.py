@@ -18,13 +18,15 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 import cubeplug
 from cubeplug.bench.suite import BackendBench, plan_for
+
+sys.path.insert(0, "bench")  # run from the repository root
+from paired import run_header
 
 # The module, not the function cubeplug.std re-exports under the same name.
 mm = importlib.import_module("cubeplug.std.matmul")
@@ -78,8 +80,7 @@ def main() -> None:
     for name, row in rows.items():
         print(f"{name:20s} {row['median_ms']:.3f} ms {row['tflops']:6.2f} TFLOP/s", flush=True)
     if out:
-        result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv,
-                  "device": str(client.device), "size": size, "rounds": rounds, "rows": rows}
+        result = run_header(device=str(client.device), size=size, rounds=rounds, rows=rows)
         with open(out, "w") as f:
             json.dump(result, f, indent=1)
 

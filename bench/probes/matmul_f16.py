@@ -25,7 +25,6 @@ import inspect
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,9 @@ import numpy as np
 import cubeplug
 from cubeplug.bench.suite import BackendBench, plan_for
 from cubeplug.core.kernel import CubeCount
+
+sys.path.insert(0, "bench")  # run from the repository root
+from paired import run_header
 
 mm = importlib.import_module("cubeplug.std.matmul")
 SKIP = ("naive", "tiled_8")  # far slower at this size: minutes of device time for nothing
@@ -133,8 +135,7 @@ def main() -> None:
         sys.exit(f"--only: no plans {sorted(unknown)}; the plans: {', '.join(names)}")
     before = load_before(options["--before"]) if "--before" in options else None
     out = {s: per_backend(s, size, variants, only, before) for s in backends}
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    print(json.dumps({"date": date, "argv": sys.argv, "size": size, "backends": out}, indent=1))
+    print(json.dumps(run_header(size=size, backends=out), indent=1))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from cubeplug.bench.suite import BackendBench, plan_for
 from cubeplug.core.handle import Handle
 
 sys.path.insert(0, "bench")
+from paired import run_header
 from reference import hand_matmul
 
 mm = importlib.import_module("cubeplug.std.matmul")
@@ -120,8 +120,7 @@ def main() -> None:
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
     client = cubeplug.client(backend)
     rows = time_variants(client, variants(client), size, rounds)
-    print(json.dumps({"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "argv": sys.argv,
-                      "device": str(client.device), "size": size, "rounds": rounds, "rows": rows}, indent=1))
+    print(json.dumps(run_header(device=str(client.device), size=size, rounds=rounds, rows=rows), indent=1))
 
 
 if __name__ == "__main__":
