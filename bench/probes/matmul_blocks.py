@@ -1,6 +1,7 @@
 """Register-blocked matmul shapes beyond std's candidates, timed on one backend (a probe).
 
-    PYTHONPATH=. python bench/probes/matmul_blocks.py [size] [backend] [rounds] [--json OUT]
+    PYTHONPATH=. python bench/probes/matmul_blocks.py [size] [backend] [rounds] [--json=OUT]
+        [--std] [--index=u32,i32]
 
 Builds ``std.matmul.reg`` plans for a grid of block shapes (per-unit patches of 4 x 8, 8 x 4,
 8 x 8, 8 x 16 and 16 x 8; steps of 8 or 16; float4 I/O; double-buffered; A staged as scalars, in
@@ -15,6 +16,7 @@ on Vulkan, where std's chosen ``reg_8x8_vec_db16`` (``8x8 bk16 lanes``) ran 39.8
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import sys
@@ -44,9 +46,25 @@ def shapes() -> dict[str, Any]:
     return grid
 
 
+def std_shapes() -> dict[str, Any]:
+    """std's register-blocked candidates: candidate name -> RegBlock."""
+    blocks = {mm.reg(rb): rb for rb in vars(mm).values() if isinstance(rb, mm.RegBlock)}
+    return {name: blocks[plan] for name, plan in mm.PLANS.items() if plan in blocks}
+
+
+def option(name: str) -> str | None:
+    """The value of ``--name=value`` on the command line, if given."""
+    return next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith(f"--{name}=")), None)
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--json")]
-    out = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--json=")), None)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    out = option("json")
+    indices = option("index")
+    grid = std_shapes() if "--std" in sys.argv else shapes()
+    if indices:
+        grid = {f"{name}{'' if ix == 'u32' else ' ' + ix}": dataclasses.replace(rb, index=ix)
+                for name, rb in grid.items() for ix in indices.split(",")}
     size = int(args[0]) if args else 4096
     backend = args[1] if len(args) > 1 else "cuda"
     rounds = int(args[2]) if len(args) > 2 else 4
@@ -57,7 +75,7 @@ def main() -> None:
     want = a.astype(np.float64) @ b.astype(np.float64)
     ha, hb, hc = client.create(a), client.create(b), client.empty(4 * size * size)
     plans: dict[str, Any] = {}
-    for name, rb in shapes().items():
+    for name, rb in grid.items():
         plan = mm.reg(rb)
         if plan.shared * 4 > client.capabilities.max_shared_bytes:
             print(f"{name:20s} skipped: {plan.shared * 4} B of shared memory", flush=True)

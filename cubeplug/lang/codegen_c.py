@@ -318,7 +318,8 @@ class CGen(Emitter):
         12 % faster (4096^3 autotuned: 41.6 -> 44.7 TFLOP/s; docs/lang.md, "Indices of shared and
         local arrays"). NVIDIA's OpenCL compiler went both ways (``reg_8x8_vec`` 1.45x
         slower: 103 -> 167 registers a unit, half the occupancy; ``reg_8x16_vec_db16`` 10 %
-        faster), so OpenCL keeps unsigned arithmetic. The value
+        faster), so OpenCL keeps unsigned arithmetic; a kernel indexing in i32 gets int on both
+        (std's double-buffered matmuls, ``RegBlock.index``). The value
         differs from the unsigned one only where that one wraps, which no index of a shared or
         local array (a few thousand elements) does, and an unchecked access out of the array is
         undefined already."""

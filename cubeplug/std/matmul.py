@@ -16,7 +16,9 @@ Candidates (:data:`MATMUL`):
 * ``reg_8x8_db``, ``reg_8x8_vec_db``, ``reg_8x8_vec_db16``, ``reg_8x16_vec_db16``,
   ``reg_8x16_vec_db16_sq``: double-buffered (the next step's tiles loaded into registers during
   the multiply-adds, one barrier a step); steps of 16 along ``k`` for the ``db16`` ones; a 128 x 256
-  block, 8 x 16 per unit, for the last two (A staged in lanes, and in 4 x 4 squares).
+  block, 8 x 16 per unit, for the last two (A staged in lanes, and in 4 x 4 squares). Their
+  shared tiles' indices are i32 arithmetic (:attr:`RegBlock.index`: NVIDIA's OpenCL compiler then
+  folds them into the addresses, as CUDA's does for every candidate).
 
 Dtypes: f32 (default), f64, f16, i32, u32, each where the device declares it. f16 reads f16 and
 writes f16 but accumulates in f32 (as ``cupy.matmul`` on f16 does through cuBLAS): the tiles are
@@ -143,6 +145,10 @@ class RegBlock:
     #: unit, stored lane by lane, as the hand kernels did), "squares" (4 x 4 squares of float4 rows,
     #: transposed in registers) or "scalar" (scalar loads of A). Without float4 I/O: scalar.
     stage_a: str = "lanes"
+    #: The arithmetic of the shared tiles' indices (matmul_reg's IX): "u32", the language's own, or
+    #: "i32", which a compiler may distribute into the address (docs/lang.md, "Indices of shared
+    #: and local arrays"; under CUDA both give int arithmetic, see CGen.signed_index).
+    index: str = "u32"
 
     @property
     def cube(self) -> tuple[int, int]:
@@ -163,6 +169,8 @@ class Plan:
     block_n: int
     vec: bool = False
     shared: int = 0
+    #: matmul_reg's IX (RegBlock.index).
+    index: str = "u32"
 
     def fits(self, client: Any, key: AutotuneKey) -> bool:
         """True when the plan can run for ``key`` on ``client``: float4 I/O where the key allows
@@ -210,7 +218,9 @@ def reg(rb: RegBlock) -> Plan:
     shape = (("BM", rb.bm), ("BN", rb.bn), ("BK", rb.bk), ("TM", rb.tm), ("TN", rb.tn), ("STAGES", rb.stages),
              ("AQ", aq))
     shared = rb.stages * rb.bk * (rb.bm + rb.bn)
-    return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared)
+    if rb.index not in ("u32", "i32"):
+        raise ValidationError(f"RegBlock.index is 'u32' or 'i32', not {rb.index!r}")
+    return Plan(matmul_reg, rb.cube, shape, rb.bm, rb.bn, rb.vec, shared, rb.index)
 
 
 @functools.cache
@@ -220,7 +230,7 @@ def comptime(plan: Plan, name: str) -> dict[str, Any]:
     if plan.kernel is not matmul_reg:
         return {"T": types["T"], "ACC": types["ACC"], **dict(plan.shape)}
     shape = dict(plan.shape)
-    return {**types, "AIO": types["IO"] if shape["AQ"] else types["T"], **shape}
+    return {**types, "AIO": types["IO"] if shape["AQ"] else types["T"], "IX": lang_type(plan.index), **shape}
 
 
 def launch(
@@ -325,19 +335,25 @@ REG_4X4_VEC = RegBlock(64, 64, 16, 4, 4, True)
 REG_8X8_VEC = RegBlock(128, 128, 8, 8, 8, True)
 # Double-buffered (one barrier a step, the next tiles' loads in flight during the multiply-adds).
 # Steps of 8 stage A with scalar loads (see matmul_reg.fetch for the measurements).
-REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2)
-REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar")
+# Their shared tiles' indices are i32 arithmetic (RegBlock.index). On the H100 at 4096^3
+# (bench/probes/matmul_blocks.py --std --index=u32,i32, matmul-index-*-h100-2026-11-26.json),
+# NVIDIA's OpenCL ran each double-buffered candidate 0.4-15 % faster in i32, the fastest
+# (reg_8x16_vec_db16_sq) 41.7 -> 47.9 TFLOP/s, CUDA's figure; and every single-buffered one slower
+# (reg_8x8_vec 37.3 -> 25.2: more registers a unit, half the cubes an SM), so those keep u32.
+# CUDA (int either way) and Vulkan changed by less than 0.5 %.
+REG_8X8_DB = RegBlock(128, 128, 8, 8, 8, False, stages=2, index="i32")
+REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar", index="i32")
 # BK = 16: half the steps (and barriers) of BK = 8; 32 KiB of shared memory in f32. The BK = 16
 # candidates stage A in lanes: on the H200 (matmul-vs-hand-h200-lanes-2026-11-26.json, 2048^3) this
 # one ran 37.9 TFLOP/s with lanes and 38.2 with squares under CUDA, 40.2 and 34.7 under NVIDIA
 # OpenCL, 25.5 and 25.2 on Vulkan; reg_8x16_vec_db16 40.3 and 39.1, 40.0 and 39.0, 28.2 and 28.1.
 # reg_8x8_vec_db keeps scalar loads: with lanes it ran 39.2 / 39.3 / 26.0 against 37.8 / 36.5 /
 # 31.1, and it is Vulkan's fastest candidate.
-REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="lanes")
+REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="lanes", index="i32")
 # 8 x 16 per unit (a 128 x 256 block): 6 vectors of shared memory read for 128 multiply-adds, where
 # 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
 # (bench/probes/matmul_blocks.py): 41.1 TFLOP/s, 0.80x cuBLAS, where reg_8x8_vec_db16 gave 38.7.
-REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes")
+REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes", index="i32")
 # The same staging A in 4 x 4 squares. Since CUDA's shared-memory indices are int arithmetic
 # (lang/codegen_c.py, CGen.signed_index) it is CUDA's fastest at 4096^3 on the H100: 47.9 TFLOP/s
 # against 45.1 with lanes (bench/probes/matmul_blocks.py, matmul-blocks-cuda-h100-2026-11-26.json);

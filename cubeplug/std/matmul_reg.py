@@ -8,7 +8,8 @@ for TM * TN multiply-adds.
 Comptime values: ``T`` the element type, ``ACC`` the accumulator type (f32 for f16), ``V`` =
 ``Vec[ACC, W]`` (W = 4, or 1 for f64: no vectors, the same source then holds scalars), ``TV`` =
 ``Vec[T, W]``, ``IO`` = ``Vec[T, VIO]`` (VIO = 4: 4-lane loads and stores of global memory, k and
-n multiples of 4; f16 lanes converted to and from ACC in registers), the block shape, and ``STAGES``:
+n multiples of 4; f16 lanes converted to and from ACC in registers), ``IX`` the arithmetic of the
+shared tiles' indices (u32 or i32: ``RegBlock.index``), the block shape, and ``STAGES``:
 
 * ``STAGES = 1``: load the tiles, sync, multiply, sync (two barriers a step), as the hand kernels did.
 * ``STAGES = 2``: double-buffered: the next step's tiles are loaded from global memory into
@@ -121,8 +122,8 @@ def fetch(
 @cl.func
 def stash(
     a_tile: Array[Any], b_tile: Array[Any], buf: Any, tid: Any, sa: Array[Any], sb: Array[Any],
-    ACC: cl.DType, V: cl.DType, W: int, AQ: int, BM: int, BN: int, BK: int, NT: int, A_TASKS: int,
-    B_TASKS: int,
+    ACC: cl.DType, V: cl.DType, IX: cl.DType, W: int, AQ: int, BM: int, BN: int, BK: int, NT: int,
+    A_TASKS: int, B_TASKS: int,
 ) -> None:
     """Store the registers :func:`fetch` filled into shared buffer ``buf`` (A transposed), converting
     f16 lanes to the accumulator type here on every staging path, not at the load: a conversion
@@ -137,19 +138,19 @@ def stash(
                 # vector (4q + i) * BM / 4 + r / 4 (neighbouring units, neighbouring rows, write
                 # neighbouring lanes).
                 r = e // (BK // 4)
-                q = e % (BK // 4)
+                q = IX(e % (BK // 4))
                 for i in cl.unroll(range(4)):
-                    a_tile[buf * (BK * BM // 4) + (4 * q + i) * (BM // 4) + r // 4][r % 4] = ACC(sa[j][i])
+                    a_tile[buf * (BK * BM // 4) + (4 * q + i) * (BM // 4) + IX(r // 4)][r % 4] = ACC(sa[j][i])
             elif AQ == 0:
-                a_tile[buf * (BK * BM // W) + (e % BK) * (BM // W) + e // BK] = V(sa[j])
+                a_tile[buf * (BK * BM // W) + IX(e % BK) * (BM // W) + IX(e // BK)] = V(sa[j])
             else:
                 for i in cl.unroll(range(4)):
-                    row = (4 * (e % (BK // 4)) + i) * (BM // 4) + e // (BK // 4)
+                    row = (4 * IX(e % (BK // 4)) + i) * (BM // 4) + IX(e // (BK // 4))
                     a_tile[buf * (BK * BM // 4) + row] = V(sa[4 * j + i])
     for j in cl.unroll(range((B_TASKS + NT - 1) // NT)):
         e = tid + j * NT
         if B_TASKS % NT == 0 or e < B_TASKS:
-            b_tile[buf * (BK * BN // W) + e] = V(sb[j])
+            b_tile[buf * (BK * BN // W) + IX(e)] = V(sb[j])
 
 
 @cl.func
@@ -177,7 +178,7 @@ def matmul_reg(
     T: Comptime[cl.DType], ACC: Comptime[cl.DType], V: Comptime[cl.DType], TV: Comptime[cl.DType],
     IO: Comptime[cl.DType], W: Comptime[int], VIO: Comptime[int], BM: Comptime[int], BN: Comptime[int],
     BK: Comptime[int], TM: Comptime[int], TN: Comptime[int], STAGES: Comptime[int],
-    AIO: Comptime[cl.DType], AQ: Comptime[int],
+    AIO: Comptime[cl.DType], AQ: Comptime[int], IX: Comptime[cl.DType],
 ) -> None:
     """``c = a @ b``, register-blocked (see the module docstring)."""
     TX = BN // TN
@@ -191,6 +192,9 @@ def matmul_reg(
     tx = cl.UNIT_POS_X
     ty = cl.UNIT_POS_Y
     tid = ty * TX + tx
+    # The units' position in IX, the arithmetic of the shared tiles' indices (module docstring).
+    sx = IX(tx)
+    sy = IX(ty)
     row0 = cl.CUBE_POS_Y * BM
     col0 = cl.CUBE_POS_X * BN
     acc = cl.local(V, TM * TN // W)
@@ -207,15 +211,15 @@ def matmul_reg(
         for t in range(0, k, BK):
             fetch(a, b, m, n, k, t, row0, col0, tid, sa, sb, x, quad,
                   T, TV, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
-            stash(a_tile, b_tile, 0, tid, sa, sb, ACC, V, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
+            stash(a_tile, b_tile, IX(0), tid, sa, sb, ACC, V, IX, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
             cl.sync_cube()
-            multiply(a_tile, b_tile, 0, tx, ty, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
+            multiply(a_tile, b_tile, IX(0), sx, sy, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
             cl.sync_cube()
     else:
         if k > 0:
             fetch(a, b, m, n, k, 0, row0, col0, tid, sa, sb, x, quad,
                   T, TV, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
-            stash(a_tile, b_tile, 0, tid, sa, sb, ACC, V, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
+            stash(a_tile, b_tile, IX(0), tid, sa, sb, ACC, V, IX, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
         cl.sync_cube()
         for t in range(0, k, BK):
             # Buffer t / BK % 2 holds this step; the other one was read a step ago, before the
@@ -225,9 +229,10 @@ def matmul_reg(
             if more:
                 fetch(a, b, m, n, k, t + BK, row0, col0, tid, sa, sb, x, quad,
                       T, TV, IO, AIO, W, VIO, AQ, BN, BK, NT, A_TASKS, B_TASKS)
-            multiply(a_tile, b_tile, cur, tx, ty, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
+            multiply(a_tile, b_tile, IX(cur), sx, sy, acc, av, bv, ACC, W, BM, BN, BK, TM, TN)
             if more:
-                stash(a_tile, b_tile, 1 - cur, tid, sa, sb, ACC, V, W, AQ, BM, BN, BK, NT, A_TASKS, B_TASKS)
+                stash(a_tile, b_tile, IX(1 - cur), tid, sa, sb, ACC, V, IX, W, AQ, BM, BN, BK, NT, A_TASKS,
+                      B_TASKS)
             cl.sync_cube()
     for gi in cl.unroll(range(TM // W)):
         for q in cl.unroll(range(W)):

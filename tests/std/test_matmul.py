@@ -252,6 +252,47 @@ def test_an_unknown_staging_of_a_raises() -> None:
         reg(dataclasses.replace(REG_4X4_VEC, stage_a="rows"))
 
 
+def test_an_unknown_index_arithmetic_raises() -> None:
+    with pytest.raises(ValidationError, match="index is 'u32' or 'i32', not 'i64'"):
+        reg(dataclasses.replace(REG_4X4_VEC, index="i64"))
+
+
+@pytest.mark.parametrize("name", ("f32", "i32"))
+def test_both_index_arithmetics_are_exact(client: Any, name: str) -> None:
+    """Every register-blocked candidate with the other arithmetic of its shared tiles' indices
+    (RegBlock.index: the double-buffered ones use i32, the others u32) computes the same product."""
+    m, n, k = shape = (9, 20, 40)  # three steps of 16 along k: both buffers of the db ones
+    a, b, ha, hb, key = _operands(client, name, shape)
+    flipped = {"u32": "i32", "i32": "u32"}
+    ran = set()
+    for what, plan in PLANS.items():
+        if plan.kernel is matmul_reg and plan.fits(client, key):
+            other = dataclasses.replace(plan, index=flipped[plan.index])
+            got = client.to_numpy(strategy(other)(client, ha, hb, m, n, k, None, name), name, (m, n))
+            _check(got, a, b, f"{what} in {other.index} {name}")
+            ran.add(plan.index)
+    assert ran == {"u32", "i32"}
+
+
+def test_double_buffered_candidates_index_their_tiles_in_int() -> None:
+    """The double-buffered candidates' shared tiles are indexed in int on OpenCL too (NVIDIA's
+    OpenCL compiler folds signed indices into the addresses: up to 15 % faster there); the
+    single-buffered ones keep the language's unsigned arithmetic there (CL_IX: int under CUDA
+    only), where int took more registers. Read from the generated C, no device."""
+    for name, plan in PLANS.items():
+        if plan.kernel is not matmul_reg:
+            continue
+        spec = matmul_reg.specialize_for("c", None, plan.cube, False, comptime(plan, "f32"))
+        tiles = [line for line in spec.source.splitlines() if "_tile[" in line and "=" in line]
+        assert tiles, name
+        stages = dict(plan.shape)["STAGES"]
+        assert plan.index == ("i32" if stages == 2 else "u32"), name
+        if stages == 2:
+            assert "CL_IX" not in spec.source and "int sx" in spec.source, name
+        else:
+            assert all("(CL_IX)" in line for line in tiles), (name, [t for t in tiles if "(CL_IX)" not in t])
+
+
 def test_bad_input_raises(client: Any) -> None:
     a = client.create(np.ones(12, np.float32))
     with pytest.raises(ValidationError, match="matmul: b"):
