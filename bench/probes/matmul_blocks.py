@@ -1,7 +1,7 @@
 """Register-blocked matmul shapes beyond std's candidates, timed on one backend (a probe).
 
     PYTHONPATH=. python bench/probes/matmul_blocks.py [size] [backend] [rounds] [--json=OUT]
-        [--std] [--index=u32,i32]
+        [--std] [--index=u32,i32] [--units=16x16,8x16]
 
 Builds ``std.matmul.reg`` plans for a grid of block shapes (per-unit patches of 4 x 8, 8 x 4,
 8 x 8, 8 x 16 and 16 x 8; steps of 8 or 16; float4 I/O; double-buffered; A staged as scalars, in
@@ -35,14 +35,17 @@ mm = importlib.import_module("cubeplug.std.matmul")
 LAUNCHES = 10
 
 
-def shapes() -> dict[str, Any]:
-    """The grid: ``"<TM>x<TN> bk<BK> <staging>"`` -> RegBlock (16 x 16 units a cube)."""
+def shapes(units: tuple[int, int] = (16, 16)) -> dict[str, Any]:
+    """The grid: ``"<TM>x<TN> bk<BK> <staging>"`` -> RegBlock (``units`` = (x, y) units a cube;
+    other than 16 x 16 it is appended to the name)."""
     grid = {}
+    ux, uy = units
+    cube = "" if units == (16, 16) else f" u{ux}x{uy}"
     for tm, tn in ((8, 8), (8, 16), (16, 8), (4, 8), (8, 4)):
         for bk in (8, 16):
             for staging in mm.A_STAGING:
-                grid[f"{tm}x{tn} bk{bk} {staging}"] = mm.RegBlock(
-                    16 * tm, 16 * tn, bk, tm, tn, True, stages=2, stage_a=staging)
+                grid[f"{tm}x{tn} bk{bk} {staging}{cube}"] = mm.RegBlock(
+                    uy * tm, ux * tn, bk, tm, tn, True, stages=2, stage_a=staging, index="i32")
     return grid
 
 
@@ -61,7 +64,9 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     out = option("json")
     indices = option("index")
-    grid = std_shapes() if "--std" in sys.argv else shapes()
+    units = [tuple(int(u) for u in c.split("x")) for c in (option("units") or "16x16").split(",")]
+    grid = std_shapes() if "--std" in sys.argv else {
+        name: rb for cube in units for name, rb in shapes((cube[0], cube[1])).items()}
     if indices:
         grid = {f"{name}{'' if ix == 'u32' else ' ' + ix}": dataclasses.replace(rb, index=ix)
                 for name, rb in grid.items() for ix in indices.split(",")}
