@@ -1,7 +1,7 @@
 """Register-blocked matmul shapes beyond std's candidates, timed on one backend (a probe).
 
     PYTHONPATH=. python bench/probes/matmul_blocks.py [size] [backend] [rounds] [--json=OUT]
-        [--std] [--index=u32,i32] [--units=16x16,8x16]
+        [--std] [--index=u32,i32] [--units=16x16,8x16] [--dtype=f16]
 
 Builds ``std.matmul.reg`` plans for a grid of block shapes (per-unit patches of 4 x 8, 8 x 4,
 8 x 8, 8 x 16 and 16 x 8; steps of 8 or 16; float4 I/O; double-buffered; A staged as scalars, in
@@ -75,21 +75,22 @@ def main() -> None:
     rounds = int(args[2]) if len(args) > 2 else 4
     client = cubeplug.client(backend)
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size)).astype(np.float32)
-    b = rng.standard_normal((size, size)).astype(np.float32)
+    dtype = option("dtype") or "f32"  # f32 or f16 (f32 accumulation)
+    a = rng.standard_normal((size, size)).astype(dtype.replace("f", "float"))
+    b = rng.standard_normal((size, size)).astype(dtype.replace("f", "float"))
     want = a.astype(np.float64) @ b.astype(np.float64)
-    ha, hb, hc = client.create(a), client.create(b), client.empty(4 * size * size)
+    ha, hb, hc = client.create(a), client.create(b), client.empty(a.itemsize * size * size)
     plans: dict[str, Any] = {}
     for name, rb in grid.items():
         plan = mm.reg(rb)
         if plan.shared * 4 > client.capabilities.max_shared_bytes:
             print(f"{name:20s} skipped: {plan.shared * 4} B of shared memory", flush=True)
             continue
-        mm.launch(client, plan, ha, hb, hc, size, size, size, "f32")
-        err = float(np.abs(client.to_numpy(hc, "f32").reshape(size, size) - want).max())
+        mm.launch(client, plan, ha, hb, hc, size, size, size, dtype)
+        err = float(np.abs(client.to_numpy(hc, dtype).reshape(size, size) - want).max())
         assert err < 1e-3 * size, f"{name}: max error {err}"
         plans[name] = plan
-    runs: dict[str, Any] = {name: (lambda p=plan: mm.launch(client, p, ha, hb, hc, size, size, size, "f32"))
+    runs: dict[str, Any] = {name: (lambda p=plan: mm.launch(client, p, ha, hb, hc, size, size, size, dtype))
                             for name, plan in plans.items()}
     bench = BackendBench(client, None, plan_for(client, quick=True))
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -103,7 +104,7 @@ def main() -> None:
     for name, row in rows.items():
         print(f"{name:20s} {row['median_ms']:.3f} ms {row['tflops']:6.2f} TFLOP/s", flush=True)
     if out:
-        result = run_header(device=str(client.device), size=size, rounds=rounds, rows=rows)
+        result = run_header(device=str(client.device), size=size, dtype=dtype, rounds=rounds, rows=rows)
         with open(out, "w") as f:
             json.dump(result, f, indent=1)
 
