@@ -1,0 +1,126 @@
+/* Experimental Vulkan layer for wgpu/naga investigations.
+ * SPV_DUMP_DIR=dir : dump every SPIR-V module given to vkCreateShaderModule
+ * NO_ROBUST=1      : clear robustBufferAccess / robustBufferAccess2 / robustImageAccess(2) at vkCreateDevice
+ * PIPE_STATS=1     : enable VK_KHR_pipeline_executable_properties and print each compute pipeline's
+ *                    driver statistics (registers, spills, ...) to stderr */
+#include <vulkan/vulkan.h>
+#include <vulkan/vk_layer.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define EXPORT __attribute__((visibility("default")))
+static PFN_vkGetInstanceProcAddr next_gipa;
+static PFN_vkGetDeviceProcAddr next_gdpa;
+static PFN_vkCreateShaderModule next_csm;
+static PFN_vkCreateComputePipelines next_ccp;
+static PFN_vkGetPipelineExecutablePropertiesKHR get_props;
+static PFN_vkGetPipelineExecutableStatisticsKHR get_stats;
+static VkInstance g_inst;
+static int counter, stats_on;
+static int env(const char* n) { const char* v = getenv(n); return v && *v && strcmp(v, "0"); }
+static VkResult VKAPI_CALL my_CreateInstance(const VkInstanceCreateInfo* ci, const VkAllocationCallbacks* a, VkInstance* inst) {
+  VkLayerInstanceCreateInfo* li = (VkLayerInstanceCreateInfo*)ci->pNext;
+  while (li && !(li->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && li->function == VK_LAYER_LINK_INFO)) li = (VkLayerInstanceCreateInfo*)li->pNext;
+  if (!li) return VK_ERROR_INITIALIZATION_FAILED;
+  next_gipa = li->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+  li->u.pLayerInfo = li->u.pLayerInfo->pNext;
+  VkResult r = ((PFN_vkCreateInstance)next_gipa(NULL, "vkCreateInstance"))(ci, a, inst);
+  if (r == VK_SUCCESS) g_inst = *inst;
+  return r;
+}
+static int has_ext(VkPhysicalDevice pd, const char* name) {
+  PFN_vkEnumerateDeviceExtensionProperties f = (PFN_vkEnumerateDeviceExtensionProperties)next_gipa(g_inst, "vkEnumerateDeviceExtensionProperties");
+  uint32_t n = 0; f(pd, NULL, &n, NULL);
+  VkExtensionProperties* p = calloc(n, sizeof *p); f(pd, NULL, &n, p);
+  int found = 0; for (uint32_t i = 0; i < n; i++) if (!strcmp(p[i].extensionName, name)) found = 1;
+  free(p); return found;
+}
+static VkResult VKAPI_CALL my_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo* ci0, const VkAllocationCallbacks* a, VkDevice* dev) {
+  VkDeviceCreateInfo ci = *ci0;
+  VkLayerDeviceCreateInfo* li = (VkLayerDeviceCreateInfo*)ci.pNext;
+  while (li && !(li->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && li->function == VK_LAYER_LINK_INFO)) li = (VkLayerDeviceCreateInfo*)li->pNext;
+  if (!li) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkGetInstanceProcAddr gipa = li->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+  next_gdpa = li->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+  li->u.pLayerInfo = li->u.pLayerInfo->pNext;
+  VkPhysicalDeviceFeatures feats;
+  if (env("NO_ROBUST")) {
+    if (ci.pEnabledFeatures) { feats = *ci.pEnabledFeatures; feats.robustBufferAccess = 0; ci.pEnabledFeatures = &feats; }
+    for (VkBaseOutStructure* p = (VkBaseOutStructure*)ci.pNext; p; p = p->pNext) {
+      if (p->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2) ((VkPhysicalDeviceFeatures2*)p)->features.robustBufferAccess = 0;
+      if (p->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT) { ((VkPhysicalDeviceRobustness2FeaturesEXT*)p)->robustBufferAccess2 = 0; ((VkPhysicalDeviceRobustness2FeaturesEXT*)p)->robustImageAccess2 = 0; }
+      if (p->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES) ((VkPhysicalDeviceVulkan13Features*)p)->robustImageAccess = 0;
+      if (p->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_IMAGE_ROBUSTNESS_FEATURES) ((VkPhysicalDeviceImageRobustnessFeatures*)p)->robustImageAccess = 0;
+    }
+    fprintf(stderr, "[vklayer] robustness features cleared\n");
+  }
+  const char* exts[256]; VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (env("PIPE_STATS") && !has_ext(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) fprintf(stderr, "[vklayer] driver lacks VK_KHR_pipeline_executable_properties\n");
+  if (env("PIPE_STATS") && has_ext(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) && ci.enabledExtensionCount < 255) {
+    memcpy(exts, ci.ppEnabledExtensionNames, ci.enabledExtensionCount * sizeof *exts);
+    exts[ci.enabledExtensionCount] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    ci.ppEnabledExtensionNames = exts; ci.enabledExtensionCount++;
+    pef.pipelineExecutableInfo = VK_TRUE; pef.pNext = (void*)ci.pNext; ci.pNext = &pef;
+    stats_on = 1; fprintf(stderr, "[vklayer] pipeline executable statistics enabled\n");
+  }
+  VkResult r = ((PFN_vkCreateDevice)gipa(NULL, "vkCreateDevice"))(pd, &ci, a, dev);
+  if (r == VK_SUCCESS) {
+    next_csm = (PFN_vkCreateShaderModule)next_gdpa(*dev, "vkCreateShaderModule");
+    next_ccp = (PFN_vkCreateComputePipelines)next_gdpa(*dev, "vkCreateComputePipelines");
+    if (stats_on) {
+      get_props = (PFN_vkGetPipelineExecutablePropertiesKHR)next_gdpa(*dev, "vkGetPipelineExecutablePropertiesKHR");
+      get_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)next_gdpa(*dev, "vkGetPipelineExecutableStatisticsKHR");
+    }
+  }
+  return r;
+}
+static VkResult VKAPI_CALL my_CreateShaderModule(VkDevice d, const VkShaderModuleCreateInfo* ci, const VkAllocationCallbacks* a, VkShaderModule* m) {
+  const char* dir = getenv("SPV_DUMP_DIR");
+  if (dir) { char p[512]; snprintf(p, sizeof p, "%s/shader_%03d.spv", dir, counter++);
+    FILE* fp = fopen(p, "wb"); if (fp) { fwrite(ci->pCode, 1, ci->codeSize, fp); fclose(fp); } }
+  return next_csm(d, ci, a, m);
+}
+static VkResult VKAPI_CALL my_CreateComputePipelines(VkDevice d, VkPipelineCache c, uint32_t n, const VkComputePipelineCreateInfo* ci, const VkAllocationCallbacks* a, VkPipeline* out) {
+  if (!stats_on || !get_props || n > 64) return next_ccp(d, c, n, ci, a, out);
+  VkComputePipelineCreateInfo copy[64];
+  for (uint32_t i = 0; i < n; i++) { copy[i] = ci[i]; copy[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR; }
+  VkResult r = next_ccp(d, c, n, copy, a, out);
+  for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++) {
+    VkPipelineInfoKHR pi = {VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, NULL, out[i]};
+    uint32_t ne = 0; get_props(d, &pi, &ne, NULL);
+    for (uint32_t e = 0; e < ne; e++) {
+      VkPipelineExecutableInfoKHR ei = {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, NULL, out[i], e};
+      uint32_t ns = 0; get_stats(d, &ei, &ns, NULL);
+      VkPipelineExecutableStatisticKHR* s = calloc(ns, sizeof *s);
+      for (uint32_t k = 0; k < ns; k++) s[k].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+      get_stats(d, &ei, &ns, s);
+      fprintf(stderr, "[vklayer] compute pipeline %p exec %u:", (void*)out[i], e);
+      for (uint32_t k = 0; k < ns; k++) {
+        switch (s[k].format) {
+          case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: fprintf(stderr, " %s=%u;", s[k].name, s[k].value.b32); break;
+          case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: fprintf(stderr, " %s=%lld;", s[k].name, (long long)s[k].value.i64); break;
+          case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: fprintf(stderr, " %s=%llu;", s[k].name, (unsigned long long)s[k].value.u64); break;
+          default: fprintf(stderr, " %s=%g;", s[k].name, s[k].value.f64);
+        }
+      }
+      fprintf(stderr, "\n"); free(s);
+    }
+  }
+  return r;
+}
+EXPORT PFN_vkVoidFunction VKAPI_CALL vklayer_GetDeviceProcAddr(VkDevice d, const char* n);
+EXPORT PFN_vkVoidFunction VKAPI_CALL vklayer_GetInstanceProcAddr(VkInstance i, const char* n) {
+  if (!strcmp(n, "vkCreateInstance")) return (PFN_vkVoidFunction)my_CreateInstance;
+  if (!strcmp(n, "vkCreateDevice")) return (PFN_vkVoidFunction)my_CreateDevice;
+  if (!strcmp(n, "vkGetInstanceProcAddr")) return (PFN_vkVoidFunction)vklayer_GetInstanceProcAddr;
+  if (!strcmp(n, "vkGetDeviceProcAddr")) return (PFN_vkVoidFunction)vklayer_GetDeviceProcAddr;
+  if (!strcmp(n, "vkCreateShaderModule")) return (PFN_vkVoidFunction)my_CreateShaderModule;
+  if (!strcmp(n, "vkCreateComputePipelines")) return (PFN_vkVoidFunction)my_CreateComputePipelines;
+  return next_gipa ? next_gipa(i, n) : NULL;
+}
+EXPORT PFN_vkVoidFunction VKAPI_CALL vklayer_GetDeviceProcAddr(VkDevice d, const char* n) {
+  if (!strcmp(n, "vkCreateShaderModule")) return (PFN_vkVoidFunction)my_CreateShaderModule;
+  if (!strcmp(n, "vkCreateComputePipelines")) return (PFN_vkVoidFunction)my_CreateComputePipelines;
+  if (!strcmp(n, "vkGetDeviceProcAddr")) return (PFN_vkVoidFunction)vklayer_GetDeviceProcAddr;
+  return next_gdpa(d, n);
+}
