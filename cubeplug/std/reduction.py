@@ -15,7 +15,7 @@ first pass of partials is followed by one cube over the partials):
   aligned view of at least 4 elements: the key's ``vec``), 1 / 4 / 16 / 64 vectors per unit, four
   in flight; ``vec4_resident``: the same with one wave of cubes.
 * ``atomic_x16_ilp4``, ``atomic_vec4_x16``: one pass, each cube folding its value into the result
-  with an atomic (sum of f32/i32/u32, max/min of i32/u32) where the device has atomics. The order
+  with an atomic (sum, max, min of f32/i32/u32) where the device has atomics. The order
   of f32 additions varies from run to run. ``atomic_x16_ilp1``: the same with one load at a time,
   the candidate of the cpu backend's interpreter, where every statement costs a pass over the lanes
   and a kernel's statements cost more than its loads (no private array of loads in flight, no
@@ -55,6 +55,7 @@ from cubeplug.std.combine import (
     combine,
     element_type,
     identity,
+    is_nan,
     lang_type,
     op_code,
     start,
@@ -141,10 +142,15 @@ def fold_range(
 
 
 @cl.func
-def fold_atomic(op: int, out: Array[Any], v: Any) -> None:
-    """Fold the cube's value ``v`` into ``out[0]`` with the atomic of ``op`` (see :func:`atomic_ok`)."""
+def fold_atomic(op: int, T: cl.DType, out: Array[Any], v: Any) -> None:
+    """Fold the cube's value ``v`` into ``out[0]`` with the atomic of ``op`` (see :func:`atomic_ok`).
+
+    A NaN (max and min propagate it) is stored with an exchange: an atomic max or min never stores
+    it (every comparison with NaN is false), and for the same reason none replaces it later."""
     if op == SUM:
         cl.atomic_add(out, 0, v)
+    elif T.is_float and is_nan(v):
+        cl.atomic_exchange(out, 0, v)
     elif op == MAX:
         cl.atomic_max(out, 0, v)
     else:
@@ -175,7 +181,7 @@ def cube_reduce(
     cube_tree(op, T, buf)
     if cl.UNIT_POS_X == 0:
         if atomic:
-            fold_atomic(op, out, buf[0])
+            fold_atomic(op, T, out, buf[0])
         else:
             out[cl.CUBE_POS_X] = buf[0]
 
@@ -284,10 +290,9 @@ class Strategy:
 
 
 def atomic_ok(op: int, name: str) -> bool:
-    """True when the language has the atomic that ``op`` on ``name`` needs."""
-    if op == SUM:
-        return name in ("f32", "i32", "u32")
-    return op in (MAX, MIN) and name in ("i32", "u32")
+    """True when the language has the atomic that ``op`` on ``name`` needs (f32 max and min are
+    compare-and-swap loops on the bits in every dialect)."""
+    return (op == SUM or op in (MAX, MIN)) and name in ("f32", "i32", "u32")
 
 
 def reduce_key(client: Any, level: str, x: Handle, n: int) -> AutotuneKey:

@@ -80,8 +80,7 @@ def test_every_candidate_of_every_op_and_dtype_matches_numpy(client: Any, op: st
         expected = {"tree", "tree_x16", "tree_x16_ilp4", "resident_ilp4"}
         if name in VECTOR_DTYPES and n >= 4:
             expected |= VECTOR - ATOMIC
-        if client.capabilities.atomics and ((op == "sum" and name in ("f32", "i32", "u32"))
-                                            or (op in ("max", "min") and name in ("i32", "u32"))):
+        if client.capabilities.atomics and op in ("sum", "max", "min") and name in ("f32", "i32", "u32"):
             expected |= (ATOMIC - VECTOR) | ({"atomic_vec4_x16"} if expected & VECTOR else set())
         assert ran == expected, (n, sorted(ran))
 
