@@ -125,7 +125,8 @@ def stash(
     ACC: cl.DType, V: cl.DType, IX: cl.DType, W: int, AQ: int, BM: int, BN: int, BK: int, NT: int,
     A_TASKS: int, B_TASKS: int,
 ) -> None:
-    """Store the registers :func:`fetch` filled into shared buffer ``buf`` (A transposed), converting
+    """Store the registers :func:`fetch` filled into shared buffer ``buf`` (A transposed; ``buf`` and
+    the tiles' indices in ``IX``), converting
     f16 lanes to the accumulator type here on every staging path, not at the load: a conversion
     right after the load waits for it, so the double-buffered kernels' loads would no longer be in
     flight during the multiply-adds (on Vulkan, H100: f16 ``reg_8x8_vec_db16`` 5.1 ms converting
@@ -159,7 +160,8 @@ def multiply(
     av: Array[Any], bv: Array[Any], ACC: cl.DType, W: int, BM: int, BN: int, BK: int, TM: int,
     TN: int,
 ) -> None:
-    """Add the product of shared buffer ``buf``'s tiles to this unit's patch ``acc``."""
+    """Add the product of shared buffer ``buf``'s tiles to this unit's patch ``acc`` (``buf``,
+    ``tx`` and ``ty`` in the arithmetic of the tiles' indices, matmul_reg's ``IX``)."""
     for p in cl.unroll(range(BK)):
         for gi in cl.unroll(range(TM // W)):
             av[gi] = a_tile[buf * (BK * BM // W) + p * (BM // W) + gi * (BM // TM) + ty]
