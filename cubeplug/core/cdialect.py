@@ -148,7 +148,7 @@ def defines_block(defines: Mapping[str, Any], cube_dim: tuple[int, int, int]) ->
 
 def full_source(kernel: Kernel, source: str, api: str, *, fp16: bool = False, fp64: bool = True) -> str:
     """Prelude, defines and the kernel's source, as handed to the compiler."""
-    needs_fp16 = fp16 and any(p.dtype == "f16" for p in kernel.params)
+    needs_fp16 = fp16 and "f16" in kernel.uses_dtypes
     if api == "opencl":
         source = opencl_spellings(source)
     return prelude(api, fp16=needs_fp16, fp64=fp64) + defines_block(kernel.defines, kernel.cube_dim) + source

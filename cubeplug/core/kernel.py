@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -178,7 +178,12 @@ Source = str | Callable[..., Any]
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
-    """A compute kernel: typed params in declared order, a cube dim and sources per dialect."""
+    """A compute kernel: typed params in declared order, a cube dim and sources per dialect.
+
+    ``dtypes`` names the element types its source uses besides its parameters' (an f16 local in a
+    kernel of f32 arrays): the backends enable what :attr:`uses_dtypes` holds (CUDA's half header,
+    OpenCL's ``cl_khr_fp16``, WGSL's ``enable f16``) and a device lacking one refuses the kernel.
+    """
 
     name: str
     params: tuple[Param, ...]
@@ -186,6 +191,10 @@ class Kernel:
     cube_dim: tuple[int, int, int] = (1, 1, 1)
     defines: Mapping[str, Any] = field(default_factory=dict)
     entry: str | None = None
+    #: The element types the source uses besides its parameters', as short names, sorted.
+    dtypes: tuple[str, ...] = ()
+    #: Every element type the kernel needs of the device: ``dtypes`` and its parameters' dtypes.
+    uses_dtypes: frozenset[str] = field(init=False, repr=False)
     # Derived once, used on every checked launch.
     buffer_params: tuple[Buffer, ...] = field(init=False, repr=False)
     scalar_params: tuple[Scalar, ...] = field(init=False, repr=False)
@@ -203,6 +212,7 @@ class Kernel:
         cube_dim: int | tuple[int, ...] = (1, 1, 1),
         defines: Mapping[str, Any] | None = None,
         entry: str | None = None,
+        dtypes: Iterable[str | np.dtype[Any] | type] = (),
     ) -> None:
         set_ = object.__setattr__
         if not isinstance(name, str) or not name.isidentifier():
@@ -217,18 +227,23 @@ class Kernel:
         if not sources:
             raise ValidationError(f"kernel {name!r} has no sources; give at least one dialect")
         dims = _cube_dim(name, cube_dim)
+        used = _source_dtypes(name, dtypes)
         set_(self, "name", name)
         set_(self, "params", params)
         set_(self, "sources", dict(sources))
         set_(self, "cube_dim", (int(dims[0]), int(dims[1]), int(dims[2])))
         set_(self, "defines", dict(defines or {}))
         set_(self, "entry", entry)
+        set_(self, "dtypes", used)
+        set_(self, "uses_dtypes", frozenset(used).union(p.dtype for p in params))
         set_(self, "buffer_params", tuple(p for p in params if isinstance(p, Buffer)))
         set_(self, "scalar_params", tuple(p for p in params if isinstance(p, Scalar)))
         set_(self, "scalar_dtypes", tuple(DTYPES[p.dtype] for p in self.scalar_params))
         set_(self, "buffer_itemsizes", tuple(p.itemsize for p in self.buffer_params))
         set_(self, "scalar_checks", tuple(_fast_check(DTYPES[p.dtype]) for p in self.scalar_params))
-        h = hashlib.sha256(repr((name, params, self.cube_dim, sorted(self.defines.items()))).encode())
+        # The used dtypes are part of the key: they change the prelude a source is compiled with.
+        key = (name, params, self.cube_dim, sorted(self.defines.items()), sorted(self.uses_dtypes))
+        h = hashlib.sha256(repr(key).encode())
         for dialect in sorted(self.sources):
             src = self.sources[dialect]
             h.update(dialect.encode())
@@ -239,6 +254,18 @@ class Kernel:
     def entry_point(self) -> str:
         """The name of the entry point in the source."""
         return self.entry or self.name
+
+    def lacking(self, have: Container[str]) -> tuple[str, str] | None:
+        """The first dtype the kernel uses that ``have`` lacks (its params' in declared order, then
+        its source's), with how it uses it ("param 'x' uses f16", "its source uses f16"); None when
+        ``have`` holds them all. What a device's refusal of the kernel names."""
+        for p in self.params:
+            if p.dtype not in have:
+                return p.dtype, f"param {p.name!r} uses {p.dtype}"
+        for d in self.dtypes:
+            if d not in have:
+                return d, f"its source uses {d} (Kernel dtypes={self.dtypes})"
+        return None
 
     def kernel_id(self, mode: ExecutionMode, dialect: str) -> KernelId:
         """The compile key of this kernel for a mode and a dialect."""
@@ -316,6 +343,23 @@ def _cube_dim(name: str, cube_dim: Any) -> tuple[int, ...]:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
             raise bad
     return (*(int(d) for d in dims), 1, 1)[:3]
+
+
+def _source_dtypes(name: str, dtypes: Any) -> tuple[str, ...]:
+    """The short names of ``dtypes`` (an iterable of names or numpy dtypes), sorted and unique;
+    ValidationError naming the known ones for an unknown name or a value that is no iterable."""
+    if isinstance(dtypes, (str, np.dtype, type)) or not isinstance(dtypes, Iterable):
+        raise ValidationError(
+            f"kernel {name!r}: dtypes must be an iterable of dtype names (e.g. ('f16',)), got "
+            f"{describe(dtypes)}"
+        )
+    names = set()
+    for d in dtypes:
+        try:
+            names.add(dtype_of(d))
+        except ValidationError as e:
+            raise ValidationError(f"kernel {name!r}: dtypes: {e}") from None
+    return tuple(sorted(names))
 
 
 def _fast_check(dt: np.dtype[Any]) -> tuple[type, Any, Any, Any]:

@@ -214,6 +214,9 @@ class Launcher:
         if plan is not None:
             return plan
         server = self.server
+        # In both modes (once per plan, nothing per launch): a dtype the device lacks would otherwise
+        # reach its compiler (PoCL's "unknown type name f16"), not a refusal naming the dtype.
+        check_dtypes(server, kernel)
         if mode is _CHECKED:
             check_kernel(server, kernel)
         compiled = self.compiled[kernel, mode] = server.compile_kernel(kernel, mode)
@@ -307,15 +310,20 @@ def execute_unless_empty(
     server.execute(stream_id, compiled, count, buffers, scalars)
 
 
-def check_kernel(server: LaunchingServer, kernel: Kernel) -> None:
-    """ValidationError when the device cannot run ``kernel``: a dtype it lacks, too large a cube."""
+def check_dtypes(server: LaunchingServer, kernel: Kernel) -> None:
+    """ValidationError naming the first dtype ``kernel`` uses (a param's, or its source's:
+    :attr:`Kernel.uses_dtypes`) that the device does not declare."""
     dtypes = server.capabilities.dtypes
-    for p in kernel.params:
-        if p.dtype not in dtypes:
-            raise ValidationError(
-                f"kernel {kernel.name!r} param {p.name!r} uses {p.dtype}, which {server.backend} does "
-                f"not support on this device (it supports {', '.join(sorted(dtypes))})"
-            )
+    lacking = kernel.lacking(dtypes)
+    if lacking is not None:
+        raise ValidationError(
+            f"kernel {kernel.name!r}: {lacking[1]}, which {server.backend} does not support on this "
+            f"device (it supports {', '.join(sorted(dtypes))})"
+        )
+
+
+def check_kernel(server: LaunchingServer, kernel: Kernel) -> None:
+    """ValidationError when a checked launch's device cannot run ``kernel``: too large a cube."""
     limit = server.capabilities.max_cube_threads
     threads = kernel.cube_dim[0] * kernel.cube_dim[1] * kernel.cube_dim[2]
     if limit and threads > limit:

@@ -17,6 +17,7 @@ from cubeplug.lang.interp import Interpreter
 from cubeplug.lang.lower import Lowerer
 from cubeplug.lang.names import entry_name
 from cubeplug.lang.source import Captured
+from cubeplug.lang.types import CORE_TYPES
 from cubeplug.lang.verify import verify
 
 #: The dialects the language generates, in the order it prefers them.
@@ -63,26 +64,6 @@ def check_shared(k: ir.KernelIR, limit: int) -> None:
             )
 
 
-def check_f16(k: ir.KernelIR, captured: Captured) -> None:
-    """KernelTypeError when the kernel holds f16 values (locals, shared or local arrays) but takes no
-    f16 array or scalar: the backends enable f16 for a kernel (CUDA's header, OpenCL's pragma,
-    WGSL's ``enable f16``) from its parameters, so its source would not build."""
-    if any(a.elem.scalar.name == "f16" for a in k.arrays) or any(s.ty.name == "f16" for s in k.scalars):
-        return
-    decl = next((d for d in k.decls if d.elem.scalar.name == "f16"), None)
-    local = next((n for n, t in k.locals if t.scalar.name == "f16"), None)
-    if decl is None and local is None:
-        return
-    what = f"array {decl.name!r}" if decl is not None else f"local {local!r}"
-    loc = decl.loc if decl is not None else captured.smap.loc(captured.tree)
-    raise KernelTypeError(
-        f"the {what} holds f16 values, but the kernel takes no f16 array or scalar: the backends "
-        f"enable f16 for a kernel from its parameters. Take the f16 data as an f16 array (or an "
-        f"f16 scalar), or keep these values in f32",
-        loc, "f16", kernel=k.name,
-    )
-
-
 def specialize(
     captured: Captured,
     name: str,
@@ -99,8 +80,6 @@ def specialize(
         lowered = Lowerer(captured, name, comptime, cube_dim, checked, dtypes).kernel()
         k = lowered.ir
         verify(k)
-        if dialect != "python":
-            check_f16(k, captured)
         if shared_limit is not None:
             check_shared(k, shared_limit)
     except KernelError as e:
@@ -135,5 +114,8 @@ def specialize(
             params.append(Scalar(pname, scalars[pname].ty.name))
             args.append("scalar")
     params += [Scalar(n, "u32") for n in k.hidden_names]
-    kernel = Kernel(name, params, {dialect: source}, cube_dim=cube_dim, entry=entry_name(name))
+    # The types beyond the core ones (f16 locals in a kernel of f32 arrays): the backends enable
+    # them and a device lacking one refuses the kernel by name.
+    uses = ir.scalar_types(k) - CORE_TYPES
+    kernel = Kernel(name, params, {dialect: source}, cube_dim=cube_dim, entry=entry_name(name), dtypes=uses)
     return Specialized(kernel, k, dialect, source, line_map, tuple(args))

@@ -9,7 +9,7 @@ effects, atomics are statements (:class:`Atomic`) that write their old value int
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
 from cubeplug.lang.errors import Loc
 from cubeplug.lang.types import DType
@@ -361,3 +361,26 @@ def reads_memory(e: Expr) -> bool:
     if isinstance(e, VecGet):
         return reads_memory(e.v)
     return False
+
+
+
+def scalar_types(k: KernelIR) -> frozenset[str]:
+    """The names of every scalar type the kernel holds: its params', its locals', its shared and
+    local arrays', and every expression's (a cast or a constant no local keeps), vectors by their
+    lanes'. The body is walked through the fields of its nodes, so a node kind added later is covered."""
+    found = {a.elem.scalar.name for a in k.arrays}
+    found.update(s.ty.name for s in k.scalars)
+    found.update(t.scalar.name for _, t in k.locals)
+    found.update(d.elem.scalar.name for d in k.decls)
+    stack: list[object] = [k.body]
+    while stack:
+        node = stack.pop()
+        for f in fields(node):  # type: ignore[arg-type]
+            value = getattr(node, f.name)
+            items = value if isinstance(value, tuple) else (value,)
+            for v in items:
+                if isinstance(v, DType):
+                    found.add(v.scalar.name)
+                elif is_dataclass(v) and not isinstance(v, type) and not isinstance(v, Loc):
+                    stack.append(v)
+    return frozenset(found)

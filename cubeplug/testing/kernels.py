@@ -99,6 +99,12 @@ def _py_add_from(launch: Any, src: np.ndarray, dst: np.ndarray, n: Any) -> None:
     dst[:m] += src[:m]
 
 
+def _py_half_inside(launch: Any, x: np.ndarray, y: np.ndarray, n: Any) -> None:
+    m = min(int(n), _units_x(launch))
+    h = x[:m].astype(np.float16)
+    y[:m] = h + h
+
+
 # ---------------------------------------------------------------------------------------- kernels
 def _kernel(
     name: str,
@@ -288,6 +294,25 @@ ADD_FROM = _kernel(
 }
 """,
     _MAIN + f"fn add_from({_GID}) {{\n    if (g.x < scalars.n) {{ dst[g.x] = dst[g.x] + src[g.x]; }}\n}}\n",
+)
+
+#: ``y[i] = 2 * f16(x[i])`` for ``i < n``, computed in an f16 local of a kernel of f32 arrays: the
+#: kernel says that its source uses f16 (``dtypes=``), so the backend enables it.
+HALF_INSIDE = _kernel(
+    "half_inside",
+    [Buffer("x", "f32", "read"), Buffer("y", "f32", "write"), Scalar("n", "u32")],
+    _py_half_inside,
+    """KERNEL half_inside(GLOBAL const float* x, GLOBAL float* y, unsigned int n) {
+    unsigned int i = ABSOLUTE_POS_X;
+    if (i < n) { f16 h = (f16)x[i]; h = h + h; y[i] = (float)h; }
+}
+""",
+    _MAIN
+    + f"""fn half_inside({_GID}) {{
+    if (g.x < scalars.n) {{ var h = f16(x[g.x]); h = h + h; y[g.x] = f32(h); }}
+}}
+""",
+    dtypes=("f16",),
 )
 
 #: Entry point named by ``entry=``; writes ``SUITE_VALUE * SUITE_SCALE`` and the cube dim's x.

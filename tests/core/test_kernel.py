@@ -61,6 +61,9 @@ def test_params_split_in_declared_order() -> None:
         (dict(cube_dim=()), "cube_dim"),
         (dict(cube_dim=True), "cube_dim"),
         (dict(params=["x"]), "Buffer or Scalar"),
+        (dict(dtypes=("f17",)), r"dtypes: unknown dtype 'f17'; use one of f16, f32, .*bool"),
+        (dict(dtypes="f16"), r"dtypes must be an iterable of dtype names .*got 'f16'"),
+        (dict(dtypes=3), "dtypes must be an iterable"),
     ],
 )
 def test_bad_kernels_are_rejected(kw, match) -> None:  # type: ignore[no-untyped-def]
@@ -139,6 +142,29 @@ def test_kernel_id_tracks_what_changes_the_binary() -> None:
     )
     assert make(cube_dim=32).digest != a.digest
     assert make(sources={"python": noop, "c": "x"}).digest != a.digest
+
+
+def test_dtypes_the_source_uses_join_the_params_dtypes() -> None:
+    k = make(dtypes=["f16", np.float64, "f16"])
+    assert k.dtypes == ("f16", "f64")  # names, sorted, once each
+    assert k.uses_dtypes == {"f16", "f64", "f32", "u32"}
+    assert make().dtypes == () and make().uses_dtypes == {"f32", "u32"}
+
+
+def test_the_source_dtypes_are_part_of_the_compile_key() -> None:
+    a, half = make(), make(dtypes=("f16",))
+    key = ExecutionMode.CHECKED, "c"
+    assert half.digest != a.digest and half.kernel_id(*key) != a.kernel_id(*key)
+    assert make(dtypes=("f16",)).kernel_id(*key) == half.kernel_id(*key)
+    # A dtype the params already use changes nothing the backends generate: the same compile.
+    assert make(dtypes=("f32",)).kernel_id(*key) == a.kernel_id(*key)
+
+
+def test_lacking_names_the_first_use_a_device_lacks() -> None:
+    k = make(params=[Buffer("x", "f32"), Scalar("h", "f16")], dtypes=("f64", "i64"))
+    assert k.lacking({"f32", "f16", "f64", "i64"}) is None
+    assert k.lacking({"f32", "f64", "i64"}) == ("f16", "param 'h' uses f16")
+    assert k.lacking({"f32", "f16", "f64"}) == ("i64", "its source uses i64 (Kernel dtypes=('f64', 'i64'))")
 
 
 def test_pick_dialect() -> None:

@@ -245,28 +245,3 @@ def test_f16_math_on_vectors_and_scalars(client: Any) -> None:
     h = ss.astype(np.float32)
     want = np.sqrt(np.abs(h)) + np.maximum(h, 0) + np.floor(h / 2)
     np.testing.assert_allclose(client.to_numpy(s, "f16").astype(np.float32), want, rtol=1e-2, atol=1e-2)
-
-
-@cl.kernel
-def half_inside(x: Array[f32], y: Array[f32]):
-    i = cl.ABSOLUTE_POS
-    if i < len(x):
-        h = Vec[f16, 4](f16(x[i]))
-        y[i] = f32(h.x)
-
-
-def test_f16_values_without_an_f16_parameter_are_refused_by_name(client: Any) -> None:
-    if "f16" not in client.capabilities.dtypes or client.backend == "cpu":
-        pytest.skip("a backend that compiles f16 sources")
-    x = client.create(np.ones(4, np.float32))
-    with pytest.raises(cl.KernelTypeError, match="local 'h' holds f16 values, but the kernel takes no f16"):
-        _launch(half_inside, client, 4, x, x)
-
-
-@pytest.mark.parametrize("dialect", ["c", "wgsl"])
-def test_f16_values_without_an_f16_parameter_are_refused_by_every_generator(dialect: str) -> None:
-    # Decided when the source is generated, so no device is needed: PoCL here declares no f16.
-    with pytest.raises(cl.KernelTypeError, match="local 'h' holds f16 values, but the kernel takes no f16"):
-        half_inside.specialize_for(dialect, frozenset({"f16", "f32", "u32", "i32"}), (64, 1, 1), True, {})
-    assert "half4" in vec_half.specialize_for("c", frozenset({"f16", "f32", "u32", "i32"}), (64, 1, 1), True,
-                                              {}).source  # with an f16 parameter it builds

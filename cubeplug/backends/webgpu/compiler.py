@@ -133,9 +133,8 @@ def _element(param: Buffer) -> str:
 
 def generate_header(kernel: Kernel, enforce_access: bool) -> str:
     """The declarations prepended to the user's source (``read`` params read-only if ``enforce_access``)."""
-    dtypes = {p.dtype for p in kernel.params}
     lines = []
-    if "f16" in dtypes:
+    if "f16" in kernel.uses_dtypes:
         lines.append("enable f16;")
     x, y, z = kernel.cube_dim
     lines += [
@@ -157,18 +156,12 @@ def generate_header(kernel: Kernel, enforce_access: bool) -> str:
 
 
 def check_params(kernel: Kernel, features: frozenset[str] | set[str], max_buffers: int) -> None:
-    """CompileError for params WGSL cannot declare on this device (dtype, atomic vectors, binding count)."""
+    """CompileError for params WGSL cannot declare on this device (dtype, atomic vectors, binding
+    count), and for a dtype the kernel uses (a param's or its source's) whose feature the device lacks."""
     for p in kernel.params:
         if p.dtype not in WGSL_TYPES:
             raise CompileError(
                 f"param {p.name!r} is {p.dtype}, which WGSL cannot bind; use one of {', '.join(WGSL_TYPES)}",
-                backend="webgpu",
-                kernel=kernel.name,
-            )
-        feature = DTYPE_FEATURES.get(p.dtype)
-        if feature is not None and feature not in features:
-            raise CompileError(
-                f"param {p.name!r} is {p.dtype}, which needs the {feature!r} feature this device lacks",
                 backend="webgpu",
                 kernel=kernel.name,
             )
@@ -178,6 +171,15 @@ def check_params(kernel: Kernel, features: frozenset[str] | set[str], max_buffer
                 backend="webgpu",
                 kernel=kernel.name,
             )
+    enabled = {d for d in kernel.uses_dtypes if d not in DTYPE_FEATURES or DTYPE_FEATURES[d] in features}
+    lacking = kernel.lacking(enabled)
+    if lacking is not None:
+        dtype, use = lacking
+        raise CompileError(
+            f"{use}, which needs the {DTYPE_FEATURES[dtype]!r} feature this device lacks",
+            backend="webgpu",
+            kernel=kernel.name,
+        )
     needed = len(kernel.buffer_params) + (1 if kernel.scalar_params else 0)
     if needed > max_buffers:
         raise CompileError(

@@ -190,13 +190,15 @@ class TestBadInput:
                          - cubeplug_client.capabilities.dtypes)  # fmt: skip
         h = cubeplug_client.create(np.zeros(8, np.uint64))
         for dtype in lacking:  # every dtype the backend does not declare is refused before compiling
-            k = Kernel(
-                f"uses_{dtype}",
-                [Buffer("x", dtype), Scalar("n", "u32")],
-                dict.fromkeys(kernels.SUITE_DIALECTS, ""),
-            )
-            with pytest.raises(ValidationError, match=dtype):
-                cubeplug_client.launch(k, 1, [h], [1])
+            sources = dict.fromkeys(kernels.SUITE_DIALECTS, "")
+            in_param = Kernel(f"uses_{dtype}", [Buffer("x", dtype), Scalar("n", "u32")], sources)
+            # Only the source uses it (an f16 local in a kernel of u32 arrays): refused the same way.
+            in_source = Kernel(f"inside_{dtype}", [Buffer("x", "u32"), Scalar("n", "u32")], sources,
+                               dtypes=(dtype,))  # fmt: skip
+            for k, use in ((in_param, f"param 'x' uses {dtype}"), (in_source, f"its source uses {dtype}")):
+                for launch in (cubeplug_client.launch, cubeplug_client.launch_unchecked):
+                    with pytest.raises(ValidationError, match=rf"{use}\b.* does not support"):
+                        launch(k, 1, [h], [1])
 
     def test_out_of_memory_under_the_limit(self, cubeplug_new_client: Any) -> None:
         # The limit counts pages, whose sizes depend on the pool ladder: it is large enough for the

@@ -61,6 +61,24 @@ class TestLaunch:
                 assert got[0] == DTYPES[d].type(v), f"{d} scalar of {group}: got {got[0]!r}, want {v!r}"
                 assert not got[1:].any(), f"{d} buffer of {group} written past element 0"
 
+    def test_f16_used_only_inside_the_source(self, cubeplug_client: Any) -> None:
+        # A kernel of f32 arrays computing in an f16 local, declared with Kernel(dtypes=("f16",)):
+        # the backend enables f16 for it as for an f16 parameter.
+        gates.require_dtype(cubeplug_client, "f16")
+        k = gates.kernel(cubeplug_client, kernels.HALF_INSIDE)
+        x = np.linspace(0.0, 60.0, ALLOC, dtype=np.float32) + np.float32(1.0 / 3.0)  # few are f16 values
+        hx = cubeplug_client.create(x)
+        for launch in (cubeplug_client.launch, cubeplug_client.launch_unchecked):
+            hy = cubeplug_client.create(_sentinel("f32"))
+            launch(k, kernels.cubes(N), [hx, hy], [N])
+            got = cubeplug_client.to_numpy(hy, "f32")
+            np.testing.assert_array_equal(got[N:], 1.0)  # the tail is left alone
+            # Rounded to f16 (to a neighbour of numpy's nearest value: WGSL lets a conversion pick
+            # either), then doubled exactly.
+            np.testing.assert_array_equal(got[:N], got[:N].astype(np.float16).astype(np.float32))
+            want = (x[:N].astype(np.float16) * 2).astype(np.float32)
+            np.testing.assert_allclose(got[:N], want, rtol=2.0**-10)
+
     @pytest.mark.parametrize("width", [2, 4])
     def test_vector_buffers(self, cubeplug_client: Any, width: int) -> None:
         k = gates.kernel(cubeplug_client, kernels.vec_scale(width))

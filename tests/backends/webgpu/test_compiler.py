@@ -55,6 +55,23 @@ def test_f16_enables_the_extension() -> None:
     assert header.splitlines()[0] == "enable f16;"
 
 
+def test_f16_the_source_uses_enables_the_extension() -> None:
+    # f32 params, f16 locals: the kernel says so with dtypes=.
+    k = Kernel("k", [Buffer("x", "f32")], {"wgsl": SRC}, dtypes=("f16",))
+    assert generate_header(k, enforce_access=True).splitlines()[0] == "enable f16;"
+    assert generate_header(k, enforce_access=False).splitlines()[0] == "enable f16;"
+
+
+def test_a_feature_the_source_needs_is_a_compile_error_as_a_params_is() -> None:
+    half = Kernel("k", [Buffer("x", "f32")], {"wgsl": SRC}, dtypes=("f16",))
+    lacks = r"its source uses f16 \(Kernel dtypes=\('f16',\)\), which needs the 'shader-f16' feature"
+    with pytest.raises(CompileError, match=lacks):
+        check_params(half, frozenset(), 8)
+    check_params(half, frozenset({"shader-f16"}), 8)
+    with pytest.raises(CompileError, match="param 'h' uses f16, which needs the 'shader-f16' feature"):
+        check_params(_kernel(Buffer("h", "f16")), frozenset(), 8)
+
+
 def test_scalar_layout_follows_wgsl_alignment() -> None:
     k = _kernel(
         Scalar("h", "f16"), Scalar("u", "u32"), Scalar("d", "f64"), Scalar("q", "i64"), Scalar("f", "f32")
