@@ -3,25 +3,12 @@ that only garbage holds (a reference cycle) does not fail it, one still referenc
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from cubeplug.testing.suite.model import machine
 from tests.conftest import make_cpu_client
-
-
-@pytest.fixture
-def no_automatic_gc() -> Iterator[None]:
-    """Garbage stays until collected explicitly (so only the teardown's own collection frees it)."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _model() -> Any:
