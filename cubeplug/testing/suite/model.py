@@ -182,11 +182,11 @@ class ClientModel(RuleBasedStateMachine):
             self.client.memory_cleanup()
             if self.client.memory_usage().bytes_in_use:
                 # Only a handle in a reference cycle may still hold memory: collect, then check.
-                # A full collection walks every object of the process, and this runs once an
-                # example: 60 ms on a fresh process here (1 s over the CPU test's 100 examples),
-                # 0.3-3 s late in the whole suite, whose heap holds millions of objects (compiled
-                # kernels' specializations), which made this test 3-10x slower there. No
-                # example of 113 on the CPU client needed it.
+                # A full collection walks every object of the process, and this ran once an
+                # example: 65 ms each on a fresh process here (8 s of TestClientMachine's 13 s
+                # alone), 0.2-3 s each late in the whole suite, whose heap holds 1-6M objects
+                # (mostly compiled kernels' specializations): 53 s there. No example of 113 on
+                # the CPU client needed it.
                 gc.collect()
                 self.client.memory_cleanup()
             assert self.client.memory_usage().bytes_in_use == 0
