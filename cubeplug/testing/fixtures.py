@@ -42,19 +42,34 @@ def cubeplug_client(cubeplug_backend: BackendUnderTest) -> Iterator[Any]:
     client.sync(all_streams=True)
 
 
+class FreshClients:
+    """Makes fresh clients of a backend (``make(memory={"limit": n})``) and closes them all at the end."""
+
+    def __init__(self, backend: BackendUnderTest) -> None:
+        self.backend = backend
+        self.made: list[Any] = []
+
+    def make(self, **sections: Any) -> Any:
+        """A fresh client, closed by :meth:`close`."""
+        client = self.backend.fresh(**sections)
+        self.made.append(client)
+        return client
+
+    def close(self) -> None:
+        """Close every client made, and forget them: ``make`` may outlive the test (Hypothesis keeps
+        every state machine class, with the factory it was given, for the process), and a closed
+        client still holds its device objects (a WebGPU device and its poll thread each)."""
+        made, self.made = self.made, []
+        for client in made:
+            client.close()
+
+
 @pytest.fixture
 def cubeplug_new_client(cubeplug_backend: BackendUnderTest) -> Iterator[Callable[..., Any]]:
     """A factory of fresh clients (``make(memory={"limit": n})``), each closed after the test."""
-    made: list[Any] = []
-
-    def make(**sections: Any) -> Any:
-        client = cubeplug_backend.fresh(**sections)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
+    clients = FreshClients(cubeplug_backend)
+    yield clients.make
+    clients.close()
 
 
 @pytest.fixture

@@ -1,0 +1,34 @@
+"""The stateful model's teardown: memory must be back to zero once its handles are dropped; a handle
+that only garbage holds (a reference cycle) does not fail it, one still referenced does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cubeplug.testing.suite.model import machine
+from tests.conftest import make_cpu_client
+
+
+def _model() -> Any:
+    model = machine(make_cpu_client)()
+    model.create(0, [1, 2, 3])  # a live entry the teardown reads and drops
+    return model
+
+
+def test_teardown_frees_a_handle_held_only_by_a_reference_cycle(no_automatic_gc: None) -> None:
+    model = _model()
+    cycle: list[Any] = [model.client.create(b"\0" * 64)]
+    cycle.append(cycle)
+    del cycle
+    model.teardown()  # collects the cycle, then finds memory back to zero
+
+
+def test_teardown_fails_while_a_handle_is_still_referenced(no_automatic_gc: None) -> None:
+    model = _model()
+    held = model.client.create(b"\0" * 64)
+    with pytest.raises(AssertionError):
+        model.teardown()
+    assert not held.is_dropped
+    assert all(not w._t.is_alive() for w in model.workers)  # the workers stop all the same
