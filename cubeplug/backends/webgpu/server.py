@@ -600,7 +600,10 @@ class WgpuServer(ComputeServer):
         return max(0, t1 - t0) * 1e-9
 
     def close(self) -> None:
-        """Finish queued work, stop the completer thread and destroy the device's buffers."""
+        """Finish queued work, stop the completer thread, destroy the device's buffers, then the
+        device itself: it was requested for this client (``plugin.cubeplug_compute_storage``), and
+        destroying it stops wgpu's poll thread, which otherwise lives until the closed client is
+        collected (a thread and a device per closed client)."""
         try:
             if self.health.reason is None:  # a lost device has nothing left to finish
                 self.scheduler.flush_all()
@@ -615,6 +618,7 @@ class WgpuServer(ComputeServer):
             storage = self.storage
             if isinstance(storage, WgpuStorage):
                 storage.close()
+            self.gpu.destroy()
 
 
 def _scalar_error(kernel: Kernel, scalars: Sequence[Any], error: BaseException) -> ValidationError:

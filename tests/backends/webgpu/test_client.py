@@ -587,3 +587,18 @@ def test_sync_waits_outside_the_lock_and_still_raises_async_errors(fresh_client)
     with pytest.raises(LaunchError, match="queued tasks failed"):
         wait()
     client.sync(all_streams=True)
+
+
+def test_close_stops_every_thread_of_the_client() -> None:
+    """close() leaves no thread of the client running while the client is still referenced: the
+    completer, and wgpu's poll thread of its device (which lived until the closed client was
+    collected, a thread and a device per closed client)."""
+    before = set(threading.enumerate())
+    other = make_client()
+    h = other.create(np.arange(64, dtype=np.float32))
+    assert other.to_numpy(h, "f32")[5] == 5  # a read-back wakes the poll thread
+    assert set(threading.enumerate()) - before, "the client runs no thread: nothing to test"
+    other.close()
+    left = [t for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert not left, f"threads still running after close: {left}"
+    assert other is not None  # still referenced: nothing was left to the collector
