@@ -45,6 +45,12 @@ Access = Literal["read", "write", "read_write"]
 _ACCESS = ("read", "write", "read_write")
 
 
+#: Element types every dialect's source has on every device: a source using them needs nothing
+#: enabled, so ``Kernel(dtypes=...)`` leaves them out (a ``bool`` local in WGSL, where a ``bool``
+#: buffer is not possible, is no reason to refuse a kernel).
+CORE_DTYPES = frozenset({"f32", "i32", "u32", "bool"})
+
+
 def dtype_of(name: str | np.dtype[Any] | type) -> str:
     """The short dtype name for a name, a numpy dtype or a numpy scalar type."""
     if isinstance(name, str) and name in DTYPES:
@@ -346,8 +352,9 @@ def _cube_dim(name: str, cube_dim: Any) -> tuple[int, ...]:
 
 
 def _source_dtypes(name: str, dtypes: Any) -> tuple[str, ...]:
-    """The short names of ``dtypes`` (an iterable of names or numpy dtypes), sorted and unique;
-    ValidationError naming the known ones for an unknown name or a value that is no iterable."""
+    """The short names of ``dtypes`` (an iterable of names or numpy dtypes) beyond
+    :data:`CORE_DTYPES`, sorted and unique; ValidationError naming the known ones for an unknown
+    name or a value that is no iterable."""
     if isinstance(dtypes, (str, np.dtype, type)) or not isinstance(dtypes, Iterable):
         raise ValidationError(
             f"kernel {name!r}: dtypes must be an iterable of dtype names (e.g. ('f16',)), got "
@@ -359,7 +366,7 @@ def _source_dtypes(name: str, dtypes: Any) -> tuple[str, ...]:
             names.add(dtype_of(d))
         except ValidationError as e:
             raise ValidationError(f"kernel {name!r}: dtypes: {e}") from None
-    return tuple(sorted(names))
+    return tuple(sorted(names - CORE_DTYPES))
 
 
 def _fast_check(dt: np.dtype[Any]) -> tuple[type, Any, Any, Any]:

@@ -17,7 +17,6 @@ from cubeplug.lang.interp import Interpreter
 from cubeplug.lang.lower import Lowerer
 from cubeplug.lang.names import entry_name
 from cubeplug.lang.source import Captured
-from cubeplug.lang.types import CORE_TYPES
 from cubeplug.lang.verify import verify
 
 #: The dialects the language generates, in the order it prefers them.
@@ -114,8 +113,8 @@ def specialize(
             params.append(Scalar(pname, scalars[pname].ty.name))
             args.append("scalar")
     params += [Scalar(n, "u32") for n in k.hidden_names]
-    # The types beyond the core ones (f16 locals in a kernel of f32 arrays): the backends enable
-    # them and a device lacking one refuses the kernel by name.
-    uses = ir.scalar_types(k) - CORE_TYPES
-    kernel = Kernel(name, params, {dialect: source}, cube_dim=cube_dim, entry=entry_name(name), dtypes=uses)
+    # The types the source uses (f16 locals in a kernel of f32 arrays; Kernel keeps those beyond
+    # CORE_DTYPES): the backends enable them and a device lacking one refuses the kernel by name.
+    kernel = Kernel(name, params, {dialect: source}, cube_dim=cube_dim, entry=entry_name(name),
+                    dtypes=ir.scalar_types(k))
     return Specialized(kernel, k, dialect, source, line_map, tuple(args))

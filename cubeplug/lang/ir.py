@@ -363,7 +363,6 @@ def reads_memory(e: Expr) -> bool:
     return False
 
 
-
 def scalar_types(k: KernelIR) -> frozenset[str]:
     """The names of every scalar type the kernel holds: its params', its locals', its shared and
     local arrays', and every expression's (a cast or a constant no local keeps), vectors by their

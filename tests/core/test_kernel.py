@@ -151,6 +151,13 @@ def test_dtypes_the_source_uses_join_the_params_dtypes() -> None:
     assert make().dtypes == () and make().uses_dtypes == {"f32", "u32"}
 
 
+def test_core_dtypes_in_the_source_need_nothing_and_are_left_out() -> None:
+    # A bool local in WGSL is no reason to refuse a kernel on WebGPU, whose buffers cannot be bool.
+    k = make(dtypes=("bool", "i32", "f16"))
+    assert k.dtypes == ("f16",)
+    assert k.lacking({"f32", "u32", "f16"}) is None
+
+
 def test_the_source_dtypes_are_part_of_the_compile_key() -> None:
     a, half = make(), make(dtypes=("f16",))
     key = ExecutionMode.CHECKED, "c"

@@ -171,6 +171,8 @@ def check_params(kernel: Kernel, features: frozenset[str] | set[str], max_buffer
                 backend="webgpu",
                 kernel=kernel.name,
             )
+    # The launcher refuses such a kernel first (launcher.check_dtypes, from the capabilities); this
+    # is the refusal of a direct compile (server.compile_kernel), which does not pass through it.
     enabled = {d for d in kernel.uses_dtypes if d not in DTYPE_FEATURES or DTYPE_FEATURES[d] in features}
     lacking = kernel.lacking(enabled)
     if lacking is not None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, NoReturn, cast
 
-from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram
+from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, DTYPE_FEATURES, WgslCompiler, WgslProgram
 from cubeplug.backends.webgpu.queue import (
     CLEAR,
     COPY,
@@ -72,15 +72,9 @@ def _up4(n: int) -> int:
 
 
 def wgsl_dtypes(features: frozenset[str]) -> set[str]:
-    """The dtypes WGSL kernels can use with the device's ``features`` (f16, f64, 64-bit ints)."""
-    dtypes = {"f32", "i32", "u32"}
-    if "shader-f16" in features:
-        dtypes.add("f16")
-    if "shader-f64" in features:
-        dtypes.add("f64")
-    if "shader-int64" in features:
-        dtypes |= {"i64", "u64"}
-    return dtypes
+    """The dtypes WGSL kernels can use with the device's ``features``: f32, i32, u32, and those whose
+    feature (``DTYPE_FEATURES``: f16, f64, 64-bit ints) the device has."""
+    return {"f32", "i32", "u32"} | {dtype for dtype, feature in DTYPE_FEATURES.items() if feature in features}
 
 
 def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:
@@ -609,16 +603,18 @@ class WgpuServer(ComputeServer):
                 self.scheduler.flush_all()
                 self.queue.wait_idle()
         finally:
-            self._bind_groups.clear()
-            self.queue.close()
-            self._empty.destroy()
-            if self._scratch is not None:
-                self._scratch.destroy()
-                self._scratch = None
-            storage = self.storage
-            if isinstance(storage, WgpuStorage):
-                storage.close()
-            self.gpu.destroy()
+            try:
+                self._bind_groups.clear()
+                self.queue.close()
+                self._empty.destroy()
+                if self._scratch is not None:
+                    self._scratch.destroy()
+                    self._scratch = None
+                storage = self.storage
+                if isinstance(storage, WgpuStorage):
+                    storage.close()
+            finally:  # a failure above must not leave the device and its poll thread behind
+                self.gpu.destroy()
 
 
 def _scalar_error(kernel: Kernel, scalars: Sequence[Any], error: BaseException) -> ValidationError:
