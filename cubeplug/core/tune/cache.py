@@ -54,7 +54,8 @@ def default_db_path() -> Path:
 
 @dataclass(frozen=True)
 class Namespace:
-    """Whose results these are: the cubeplug version, the device and the tuner's name."""
+    """Whose results these are: the cubeplug version (with a digest of its sources,
+    :func:`~cubeplug.core.version.code_version`), the device and the tuner's name."""
 
     version: str
     device: str

@@ -32,7 +32,7 @@ from cubeplug.core.tune.key import AutotuneKey
 from cubeplug.core.tune.progress import progress_bar
 from cubeplug.core.tune.settings import BenchSettings, bench_settings
 from cubeplug.core.tune.tunable import Tunable, TunableSet
-from cubeplug.core.version import __version__
+from cubeplug.core.version import code_version
 
 log = logging.getLogger("cubeplug.tune")
 
@@ -142,7 +142,7 @@ class Tuner:
         self.device = device
         self.level = level
         self.settings = settings or bench_settings(level)
-        self.cache = cache or TuneCache(Namespace(__version__, device, name))
+        self.cache = cache or TuneCache(Namespace(code_version(), device, name))
         self.stats = TunerStats()
         #: The tuning (or cache load) of each key seen by this process.
         self.results: dict[AutotuneKey, TuneResult] = {}
@@ -359,7 +359,7 @@ def new_tuner(client: Any, name: str, *, cache_path: Any = None) -> Tuner:
     settings = bench_settings(level, config.autotune.bench)
     device = device_id(client)
     persistent = persistent_cache(cache_path) if config.autotune.cache else None
-    cache = TuneCache(Namespace(__version__, device, name), persistent)
+    cache = TuneCache(Namespace(code_version(), device, name), persistent)
     return Tuner(name, device, level=level, settings=settings, cache=cache)
 
 
