@@ -43,6 +43,13 @@ WGSL_TYPES: dict[str, tuple[str, int, str]] = {
 #: The device feature each dtype needs beyond core WGSL.
 DTYPE_FEATURES = {"f16": "shader-f16", "f64": "shader-f64", "i64": "shader-int64", "u64": "shader-int64"}
 
+
+def wgsl_dtypes(features: frozenset[str] | set[str]) -> set[str]:
+    """The dtypes WGSL kernels can use with the device's ``features``: f32, i32, u32, and those whose
+    feature (:data:`DTYPE_FEATURES`: f16, f64, 64-bit ints) the device has."""
+    return {"f32", "i32", "u32"} | {dtype for dtype, feature in DTYPE_FEATURES.items() if feature in features}
+
+
 _LOCATION = re.compile(r"┌─ [^:\n]*:(\d+):(\d+)")
 _CARET = re.compile(r"\^+\s*(\S.*)$")
 _SCALAR_TYPE_NAMES = {"f16", "f32", "f64", "i32", "u32", "i64", "u64", "bool"}
@@ -171,17 +178,14 @@ def check_params(kernel: Kernel, features: frozenset[str] | set[str], max_buffer
                 backend="webgpu",
                 kernel=kernel.name,
             )
-    # The launcher refuses such a kernel first (launcher.check_dtypes, from the capabilities); this
-    # is the refusal of a direct compile (server.compile_kernel), which does not pass through it.
-    enabled = {d for d in kernel.uses_dtypes if d not in DTYPE_FEATURES or DTYPE_FEATURES[d] in features}
-    lacking = kernel.lacking(enabled)
+    # The launcher refuses such a kernel first (launcher.check_dtypes, from the capabilities, which
+    # are wgsl_dtypes too); this is the refusal of a direct compile (server.compile_kernel).
+    lacking = kernel.lacking(wgsl_dtypes(features))
     if lacking is not None:
         dtype, use = lacking
-        raise CompileError(
-            f"{use}, which needs the {DTYPE_FEATURES[dtype]!r} feature this device lacks",
-            backend="webgpu",
-            kernel=kernel.name,
-        )
+        feature = DTYPE_FEATURES.get(dtype)
+        why = f"the {feature!r} feature this device lacks" if feature else "a type WGSL does not have"
+        raise CompileError(f"{use}, which needs {why}", backend="webgpu", kernel=kernel.name)
     needed = len(kernel.buffer_params) + (1 if kernel.scalar_params else 0)
     if needed > max_buffers:
         raise CompileError(

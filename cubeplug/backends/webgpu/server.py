@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, NoReturn, cast
 
-from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, DTYPE_FEATURES, WgslCompiler, WgslProgram
+from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram, wgsl_dtypes
 from cubeplug.backends.webgpu.queue import (
     CLEAR,
     COPY,
@@ -69,12 +69,6 @@ MIN_SCRATCH = 64 << 10
 
 def _up4(n: int) -> int:
     return n + (-n) % 4
-
-
-def wgsl_dtypes(features: frozenset[str]) -> set[str]:
-    """The dtypes WGSL kernels can use with the device's ``features``: f32, i32, u32, and those whose
-    feature (``DTYPE_FEATURES``: f16, f64, 64-bit ints) the device has."""
-    return {"f32", "i32", "u32"} | {dtype for dtype, feature in DTYPE_FEATURES.items() if feature in features}
 
 
 def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:

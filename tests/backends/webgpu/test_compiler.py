@@ -9,6 +9,7 @@ import pytest
 
 from cubeplug import Buffer, CompileError, Kernel, Scalar
 from cubeplug.backends.webgpu.compiler import (
+    DTYPE_FEATURES,
     check_params,
     compile_error,
     generate_header,
@@ -70,6 +71,10 @@ def test_a_feature_the_source_needs_is_a_compile_error_as_a_params_is() -> None:
     check_params(half, frozenset({"shader-f16"}), 8)
     with pytest.raises(CompileError, match="param 'h' uses f16, which needs the 'shader-f16' feature"):
         check_params(_kernel(Buffer("h", "f16")), frozenset(), 8)
+    # A type WGSL has no spelling for at all, used only by the source.
+    with pytest.raises(CompileError, match=r"its source uses i8 .*which needs a type WGSL does not have"):
+        check_params(Kernel("k", [Buffer("x", "f32")], {"wgsl": SRC}, dtypes=("i8",)),
+                     frozenset(DTYPE_FEATURES.values()), 8)
 
 
 def test_scalar_layout_follows_wgsl_alignment() -> None:
