@@ -1,20 +1,26 @@
 """The ``wgsl`` dialect generator: the entry point and body; the backend writes the bindings.
 
-Buffers are the backend's ``array<T>`` bindings named as the params (atomic arrays are declared
-``Buffer(..., atomic=True)`` so they bind as ``array<atomic<T>>``); scalars and hidden lengths are
-fields of the backend's ``scalars`` struct, each copied into a ``let`` when the entry point starts.
-Positions come from the entry point's builtins.
+Buffers are the backend's bindings named as the params, reached as struct members (``p.data[i]``:
+the source starts with :data:`~cubeplug.core.wgsl.STRUCT_BUFFERS`, see that module for why; atomic
+arrays are declared ``Buffer(..., atomic=True)`` so they bind as ``array<atomic<T>>``); scalars
+and hidden lengths are fields of the backend's ``scalars`` struct, each copied into a ``let`` when
+the entry point starts. Positions come from the entry point's builtins. A local array every
+access of which has a constant index is one variable an element (:func:`split_locals`).
 ``atomic_compare_exchange`` is a strong compare-and-swap: a loop over
 ``atomicCompareExchangeWeak`` that retries spurious failures.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+from cubeplug.core.wgsl import BUFFER_MEMBER, STRUCT_BUFFERS
 from cubeplug.lang import ir
 from cubeplug.lang.emitter import Emitter
 from cubeplug.lang.errors import Loc
 from cubeplug.lang.fences import storage_fenced
-from cubeplug.lang.names import SCALAR_PREFIX, entry_name, unwrap
+from cubeplug.lang.names import ELEMENT_PREFIX, SCALAR_PREFIX, entry_name, unwrap
 from cubeplug.lang.types import DType
 
 W_TYPES = {"f16": "f16", "f32": "f32", "f64": "f64", "i32": "i32", "u32": "u32", "i64": "i64",
@@ -58,9 +64,13 @@ class WgslGen(Emitter):
         self.atomic = {a.name for a in k.arrays if a.atomic}
         #: The barriers that must order storage memory too (the others: workgroup memory only).
         self.storage_fenced = storage_fenced(k)
+        #: The local arrays declared as one variable an element (see :func:`split_locals`).
+        self.split = split_locals(k)
+        self.globals = {a.name for a in k.arrays}
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
         k = self.k
+        self.line(STRUCT_BUFFERS)
         for d in k.decls:
             if d.space == "shared":
                 self.line(f"var<workgroup> {d.name}: array<{wtype(d.elem)}, {d.size}>;", d.loc)
@@ -72,7 +82,10 @@ class WgslGen(Emitter):
         )
         self.depth = 1
         for d in k.decls:
-            if d.space == "local":
+            if d.space == "local" and d.name in self.split:
+                for i in range(d.size):
+                    self.line(f"var {element(d.name, i)}: {wtype(d.elem)};", d.loc)
+            elif d.space == "local":
                 self.line(f"var {d.name}: array<{wtype(d.elem)}, {d.size}>;", d.loc)
         for name, ty in k.locals:
             self.line(f"var {name}: {wtype(ty)} = {literal(0, ty)};")
@@ -95,8 +108,13 @@ class WgslGen(Emitter):
             self.line(text, s.loc)
 
     def stmt_memory(self, s: ir.Store | ir.Atomic | ir.Barrier) -> None:
-        if isinstance(s, ir.Store):
-            ref = f"{s.array}[{self.index(s.index)}]"
+        if isinstance(s, ir.Store) and s.array in self.split:
+            ref = element(s.array, _const_index(s.index))
+            if s.lane is not None:
+                ref += f"[{self.index(s.lane)}]"
+            self.line(f"{ref} = {self.expr(s.value)};", s.loc)
+        elif isinstance(s, ir.Store):
+            ref = f"{self.ref(s.array)}[{self.index(s.index)}]"
             if s.lane is not None:  # a vector in memory takes a lane store, constant or not
                 ref += f"[{self.index(s.lane)}]"
             value = self.expr(s.value)
@@ -105,7 +123,7 @@ class WgslGen(Emitter):
             text = f"atomicStore(&{ref}, {value});" if s.array in self.atomic else f"{ref} = {value};"
             self.guarded(s, text)
         elif isinstance(s, ir.Atomic):
-            ref = f"&{s.array}[{self.index(s.index)}]"
+            ref = f"&{self.ref(s.array)}[{self.index(s.index)}]"
             args = [self.expr(a) for a in s.args]
             target = s.out or "_"
             if s.array in self.fbits:  # f32 on a u32 atomic: the bits (add, min, max: a CAS loop)
@@ -127,6 +145,10 @@ class WgslGen(Emitter):
             if id(s) in self.storage_fenced:  # a global write may come before it (fences.py)
                 self.line("storageBarrier();", s.loc)
             self.line("workgroupBarrier();", s.loc)
+
+    def ref(self, array: str) -> str:
+        """How the source names an array: a global one is its binding's ``data`` member."""
+        return f"{array}.{BUFFER_MEMBER}" if array in self.globals else array
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
@@ -187,8 +209,10 @@ class WgslGen(Emitter):
             return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, ir.Select):
             return f"select({self.expr(e.b)}, {self.expr(e.a)}, {self.expr(e.cond)})"
+        if isinstance(e, ir.Load) and e.array in self.split:
+            return element(e.array, _const_index(e.index))
         if isinstance(e, ir.Load):
-            ref = f"{e.array}[{self.index(e.index)}]"
+            ref = f"{self.ref(e.array)}[{self.index(e.index)}]"
             load = f"atomicLoad(&{ref})" if e.array in self.atomic else ref
             if e.array in self.fbits:
                 load = f"bitcast<f32>({load})"
@@ -218,6 +242,44 @@ def _f32_atomic(op: str, ref: str, args: list[str]) -> str:
         f"let cl_cas = atomicCompareExchangeWeak({ref}, cl_old, bitcast<u32>({new})); "
         f"if (cl_cas.exchanged) {{ break; }} cl_old = cl_cas.old_value; }}"
     )
+
+
+def element(array: str, index: int) -> str:
+    """The variable holding element ``index`` of a split local array."""
+    return f"{ELEMENT_PREFIX}{array}_{index}"
+
+
+def _const_index(e: ir.Expr) -> int:
+    assert isinstance(e, ir.Const)
+    return int(e.value)
+
+
+def split_locals(k: ir.KernelIR) -> frozenset[str]:
+    """The local arrays that every access indexes with a constant in range: unrolled loops leave
+    register blocks such as matmul's accumulators indexed only so. naga declares a WGSL array as
+    one SPIR-V array variable, and NVIDIA's Vulkan compiler schedules the register-blocked matmul
+    worse that way. Each element of such an array is declared as a variable of its own (as
+    ``spirv-opt --scalar-replacement`` would split it): with the buffers reached as struct members
+    too (:mod:`cubeplug.core.wgsl`), std.matmul's ``reg_8x16_vec_db16`` went from 36.4 to 42.3
+    TFLOP/s on the H100; either change alone gained nothing (docs/std.md, "Vulkan")."""
+    sizes = {d.name: d.size for d in k.decls if d.space == "local"}
+    indexed: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, (ir.Load, ir.Store, ir.Atomic)) and node.array in sizes:
+            i = node.index
+            constant = isinstance(i, ir.Const) and 0 <= int(i.value) < sizes[node.array]
+            if not constant or isinstance(node, ir.Atomic):
+                indexed.add(node.array)
+        if isinstance(node, tuple):
+            for item in node:
+                visit(item)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            for f in dataclasses.fields(node):
+                visit(getattr(node, f.name))
+
+    visit(k.body)
+    return frozenset(sizes) - indexed
 
 
 def generate(k: ir.KernelIR) -> tuple[str, tuple[Loc | None, ...]]:

@@ -28,7 +28,7 @@ from cubeplug.lang.errors import KernelSyntaxError, KernelTypeError, Loc
 from cubeplug.lang.exprs import EXPRESSIONS
 from cubeplug.lang.infer import Val
 from cubeplug.lang.lowering import Lowering
-from cubeplug.lang.names import RESERVED, SCALAR_PREFIX
+from cubeplug.lang.names import ELEMENT_PREFIX, RESERVED, SCALAR_PREFIX
 from cubeplug.lang.params import bind_params
 from cubeplug.lang.positions import position
 from cubeplug.lang.scope import ArrayState, Frame, Lowered, assign_counts, describe
@@ -91,7 +91,7 @@ class Lowerer:
 
     def unique(self, base: str) -> str:
         name = base if base.isidentifier() and not base.startswith("__") else "v_" + base.strip("_")
-        if name.startswith(SCALAR_PREFIX):
+        if name.startswith((SCALAR_PREFIX, ELEMENT_PREFIX)):
             name = "v_" + name
         n = 1
         candidate = name

@@ -26,6 +26,9 @@ CL_F32_PTR CL_F32_CAS CL_F32_XCHG CL_VFN CL_SHARED_PTR"""
 #: The prefix of the WGSL generator's copies of the scalars (``cl_s_<scalar>``): a user name that
 #: starts with it is renamed too.
 SCALAR_PREFIX = "cl_s_"
+#: The prefix of the WGSL generator's variables for the elements of a local array it splits
+#: (``cl_x_<array>_<index>``, codegen_wgsl.py): a user name that starts with it is renamed too.
+ELEMENT_PREFIX = "cl_x_"
 
 #: Reserved identifiers (compared case-sensitively and by lower case).
 RESERVED: frozenset[str] = frozenset((_C + " " + _WGSL + " " + _MACROS).split()) | frozenset(

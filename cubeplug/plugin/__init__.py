@@ -20,12 +20,13 @@ kernel and handle types, the errors) it holds the pieces every backend needs:
   (:mod:`cubeplug.plugin.completer`);
 - describing the device: :func:`device_setup` and :func:`check_option_keys`
   (:mod:`cubeplug.plugin.device`);
-- the ``c`` dialect's shared prelude (:mod:`cdialect`) and the cache folder (:func:`cache_dir`).
+- the ``c`` dialect's shared prelude (:mod:`cdialect`), the ``wgsl`` dialect's conventions
+  (:mod:`wgsl`) and the cache folder (:func:`cache_dir`).
 """
 
 from __future__ import annotations
 
-from cubeplug.core import cdialect
+from cubeplug.core import cdialect, wgsl
 from cubeplug.core.backend import API_VERSION, BackendSpec, Capabilities, DeviceInfo, Probe
 from cubeplug.core.collective import Call, Collectives, Group, Member, Round, portable
 from cubeplug.core.config import Config
@@ -149,4 +150,5 @@ __all__ = [
     "thread_streams",
     "unique_handles",
     "view_dims",
+    "wgsl",
 ]

@@ -2,7 +2,11 @@
  * SPV_DUMP_DIR=dir : dump every SPIR-V module given to vkCreateShaderModule
  * NO_ROBUST=1      : clear robustBufferAccess / robustBufferAccess2 / robustImageAccess(2) at vkCreateDevice
  * PIPE_STATS=1     : enable VK_KHR_pipeline_executable_properties and print each compute pipeline's
- *                    driver statistics (registers, spills, ...) to stderr */
+ *                    driver statistics (registers, spills, ...) to stderr
+ * PIPE_IR_DIR=dir  : (with PIPE_STATS) write each compute pipeline's internal representations
+ * PIPE_CACHE_DIR=dir : build each compute pipeline into a fresh VkPipelineCache and write its data
+ * SPV_REPLACE_DIR=dir : give the driver dir/<fnv1a64 of the module>.spv instead of a module, where
+ *                    that file exists (the dump names carry the same hash) */
 #include <vulkan/vulkan.h>
 #include <vulkan/vk_layer.h>
 #include <stdio.h>
@@ -15,6 +19,22 @@ static PFN_vkCreateShaderModule next_csm;
 static PFN_vkCreateComputePipelines next_ccp;
 static PFN_vkGetPipelineExecutablePropertiesKHR get_props;
 static PFN_vkGetPipelineExecutableStatisticsKHR get_stats;
+static PFN_vkGetPipelineExecutableInternalRepresentationsKHR get_irs;
+static PFN_vkCreatePipelineCache next_cpc;
+static PFN_vkGetPipelineCacheData next_gpcd;
+static PFN_vkDestroyPipelineCache next_dpc;
+static int pipe_counter;
+static unsigned long long fnv(const void* p, size_t n) {
+  const unsigned char* b = p; unsigned long long h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ULL; }
+  return h;
+}
+static void* slurp(const char* path, size_t* n) {
+  FILE* f = fopen(path, "rb"); if (!f) return NULL;
+  fseek(f, 0, SEEK_END); long sz = ftell(f); fseek(f, 0, SEEK_SET);
+  void* d = malloc(sz); if (fread(d, 1, sz, f) != (size_t)sz) { free(d); fclose(f); return NULL; }
+  fclose(f); *n = sz; return d;
+}
 static VkInstance g_inst;
 static int counter, stats_on;
 static int env(const char* n) { const char* v = getenv(n); return v && *v && strcmp(v, "0"); }
@@ -67,7 +87,11 @@ static VkResult VKAPI_CALL my_CreateDevice(VkPhysicalDevice pd, const VkDeviceCr
   if (r == VK_SUCCESS) {
     next_csm = (PFN_vkCreateShaderModule)next_gdpa(*dev, "vkCreateShaderModule");
     next_ccp = (PFN_vkCreateComputePipelines)next_gdpa(*dev, "vkCreateComputePipelines");
+    next_cpc = (PFN_vkCreatePipelineCache)next_gdpa(*dev, "vkCreatePipelineCache");
+    next_gpcd = (PFN_vkGetPipelineCacheData)next_gdpa(*dev, "vkGetPipelineCacheData");
+    next_dpc = (PFN_vkDestroyPipelineCache)next_gdpa(*dev, "vkDestroyPipelineCache");
     if (stats_on) {
+      get_irs = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)next_gdpa(*dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
       get_props = (PFN_vkGetPipelineExecutablePropertiesKHR)next_gdpa(*dev, "vkGetPipelineExecutablePropertiesKHR");
       get_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)next_gdpa(*dev, "vkGetPipelineExecutableStatisticsKHR");
     }
@@ -76,15 +100,35 @@ static VkResult VKAPI_CALL my_CreateDevice(VkPhysicalDevice pd, const VkDeviceCr
 }
 static VkResult VKAPI_CALL my_CreateShaderModule(VkDevice d, const VkShaderModuleCreateInfo* ci, const VkAllocationCallbacks* a, VkShaderModule* m) {
   const char* dir = getenv("SPV_DUMP_DIR");
-  if (dir) { char p[512]; snprintf(p, sizeof p, "%s/shader_%03d.spv", dir, counter++);
+  unsigned long long h = fnv(ci->pCode, ci->codeSize);
+  if (dir) { char p[512]; snprintf(p, sizeof p, "%s/shader_%03d_%016llx.spv", dir, counter++, h);
     FILE* fp = fopen(p, "wb"); if (fp) { fwrite(ci->pCode, 1, ci->codeSize, fp); fclose(fp); } }
+  const char* rdir = getenv("SPV_REPLACE_DIR");
+  if (rdir) { char p[512]; size_t n = 0; snprintf(p, sizeof p, "%s/%016llx.spv", rdir, h);
+    void* code = slurp(p, &n);
+    if (code) { VkShaderModuleCreateInfo c2 = *ci; c2.pCode = code; c2.codeSize = n;
+      fprintf(stderr, "[vklayer] module %016llx replaced by %s (%zu -> %zu bytes)\n", h, p, ci->codeSize, n);
+      VkResult r = next_csm(d, &c2, a, m); free(code); return r; } }
   return next_csm(d, ci, a, m);
 }
 static VkResult VKAPI_CALL my_CreateComputePipelines(VkDevice d, VkPipelineCache c, uint32_t n, const VkComputePipelineCreateInfo* ci, const VkAllocationCallbacks* a, VkPipeline* out) {
-  if (!stats_on || !get_props || n > 64) return next_ccp(d, c, n, ci, a, out);
+  const char* cdir = getenv("PIPE_CACHE_DIR"); const char* idir = getenv("PIPE_IR_DIR");
+  if ((!stats_on || !get_props) && !cdir) return next_ccp(d, c, n, ci, a, out);
+  if (n > 64) return next_ccp(d, c, n, ci, a, out);
   VkComputePipelineCreateInfo copy[64];
-  for (uint32_t i = 0; i < n; i++) { copy[i] = ci[i]; copy[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR; }
+  for (uint32_t i = 0; i < n; i++) { copy[i] = ci[i];
+    if (stats_on) copy[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    if (stats_on && idir) copy[i].flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR; }
+  VkPipelineCache own = VK_NULL_HANDLE;
+  if (cdir) { VkPipelineCacheCreateInfo pc = {VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO}; next_cpc(d, &pc, NULL, &own); c = own; }
+  int id = pipe_counter++;
   VkResult r = next_ccp(d, c, n, copy, a, out);
+  if (own) { size_t sz = 0; next_gpcd(d, own, &sz, NULL); void* data = malloc(sz); next_gpcd(d, own, &sz, data);
+    char p[512]; snprintf(p, sizeof p, "%s/pipe_%03d.bin", cdir, id);
+    FILE* fp = fopen(p, "wb"); if (fp) { fwrite(data, 1, sz, fp); fclose(fp); }
+    fprintf(stderr, "[vklayer] pipeline %d: cache data %zu bytes -> %s\n", id, sz, p);
+    free(data); next_dpc(d, own, NULL); }
+  if (!stats_on || !get_props) return r;
   for (uint32_t i = 0; r == VK_SUCCESS && i < n; i++) {
     VkPipelineInfoKHR pi = {VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, NULL, out[i]};
     uint32_t ne = 0; get_props(d, &pi, &ne, NULL);
@@ -104,6 +148,22 @@ static VkResult VKAPI_CALL my_CreateComputePipelines(VkDevice d, VkPipelineCache
         }
       }
       fprintf(stderr, "\n"); free(s);
+      if (idir && get_irs) {
+        uint32_t nr = 0; get_irs(d, &ei, &nr, NULL);
+        VkPipelineExecutableInternalRepresentationKHR* ir = calloc(nr ? nr : 1, sizeof *ir);
+        for (uint32_t k = 0; k < nr; k++) ir[k].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+        get_irs(d, &ei, &nr, ir);
+        for (uint32_t k = 0; k < nr; k++) { ir[k].pData = malloc(ir[k].dataSize ? ir[k].dataSize : 1); }
+        get_irs(d, &ei, &nr, ir);
+        fprintf(stderr, "[vklayer] pipeline %d exec %u: %u internal representations\n", id, e, nr);
+        for (uint32_t k = 0; k < nr; k++) {
+          char p[512]; snprintf(p, sizeof p, "%s/pipe_%03d_%u_%u_%s.%s", idir, id, e, k, ir[k].name, ir[k].isText ? "txt" : "bin");
+          for (char* q = p + strlen(idir) + 1; *q; q++) if (*q == ' ' || *q == '/') *q = '_';
+          FILE* fp = fopen(p, "wb"); if (fp) { fwrite(ir[k].pData, 1, ir[k].dataSize, fp); fclose(fp); }
+          free(ir[k].pData);
+        }
+        free(ir);
+      }
     }
   }
   return r;

@@ -12,6 +12,10 @@ are all ``read_write``, while the declared access modes are still enforced: the 
 validated with ``var<storage, read>`` for ``read`` params, so writing a read buffer is a
 CompileError.
 
+A source whose first line is :data:`~cubeplug.plugin.wgsl.STRUCT_BUFFERS` gets each buffer as a
+struct holding its array (``p.data[i]``); the kernel language writes its sources so (see
+:mod:`cubeplug.plugin.wgsl` for why).
+
 A kernel compiled for unchecked launches is built without wgpu's runtime checks (index clamping,
 loop bounds): see ``trusted.py``.
 """
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cubeplug.backends.webgpu.trusted import trusted_module
-from cubeplug.plugin import Buffer, CompileError, ExecutionMode, Kernel, Scalar
+from cubeplug.plugin import Buffer, CompileError, ExecutionMode, Kernel, Scalar, wgsl
 
 DIALECTS = ("wgsl",)
 
@@ -138,8 +142,9 @@ def _element(param: Buffer) -> str:
     return base
 
 
-def generate_header(kernel: Kernel, enforce_access: bool) -> str:
-    """The declarations prepended to the user's source (``read`` params read-only if ``enforce_access``)."""
+def generate_header(kernel: Kernel, enforce_access: bool, structs: bool = False) -> str:
+    """The declarations prepended to the user's source (``read`` params read-only if
+    ``enforce_access``; each buffer a struct holding its array if ``structs``)."""
     lines = []
     if "f16" in kernel.uses_dtypes:
         lines.append("enable f16;")
@@ -152,7 +157,11 @@ def generate_header(kernel: Kernel, enforce_access: bool) -> str:
     lines += [_const(name, value) for name, value in kernel.defines.items()]
     for i, p in enumerate(kernel.buffer_params):
         access = "read" if enforce_access and p.access == "read" and not p.atomic else "read_write"
-        lines.append(f"@group(0) @binding({i}) var<storage, {access}> {p.name}: array<{_element(p)}>;")
+        if structs:
+            lines.append(f"struct CubeplugBuffer_{p.name} {{ {wgsl.BUFFER_MEMBER}: array<{_element(p)}> }}")
+            lines.append(f"@group(0) @binding({i}) var<storage, {access}> {p.name}: CubeplugBuffer_{p.name};")
+        else:
+            lines.append(f"@group(0) @binding({i}) var<storage, {access}> {p.name}: array<{_element(p)}>;")
     if kernel.scalar_params:
         fields = ", ".join(f"{p.name}: {WGSL_TYPES[p.dtype][0]}" for p in kernel.scalar_params)
         lines.append(f"struct CubeplugScalars {{ {fields} }}")
@@ -296,9 +305,10 @@ class WgslCompiler:
         check_params(kernel, self.features, self.max_storage_buffers)
         import wgpu
 
-        run_header = generate_header(kernel, enforce_access=False)
+        structs = source.startswith(wgsl.STRUCT_BUFFERS)
+        run_header = generate_header(kernel, enforce_access=False, structs=structs)
         if any(p.access == "read" and not p.atomic for p in kernel.buffer_params):
-            check_header = generate_header(kernel, enforce_access=True)
+            check_header = generate_header(kernel, enforce_access=True, structs=structs)
             try:
                 self.device.create_shader_module(code=check_header + source)
             except wgpu.GPUError as e:

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from cubeplug import Buffer, CompileError, Kernel, Scalar
+from cubeplug import Buffer, CompileError, CubeCount, Kernel, Scalar
 from cubeplug.backends.webgpu.compiler import (
     DTYPE_FEATURES,
     check_params,
@@ -15,6 +15,8 @@ from cubeplug.backends.webgpu.compiler import (
     generate_header,
     scalar_layout,
 )
+from cubeplug.plugin import wgsl
+from tests.backends.webgpu.conftest import requires_webgpu
 
 SRC = "@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z) fn k() {}\n"
 
@@ -128,3 +130,34 @@ def test_compile_error_maps_lines_to_the_user_source() -> None:
     # An error inside the generated declarations says so instead of pointing into the user's source.
     in_header = compile_error(k, header, "", RuntimeError("bad\n  ┌─ wgsl:1:1\n"))
     assert in_header.line is None and "generated declarations" in str(in_header)
+
+
+def test_struct_buffers_are_declared_as_structs_holding_the_array() -> None:
+    k = _kernel(Buffer("x", "f32", "read"), Buffer("v", "u32", vector=4), Scalar("n", "u32"))
+    for enforce, access in ((True, "read"), (False, "read_write")):
+        lines = generate_header(k, enforce_access=enforce, structs=True).splitlines()
+        assert f"struct CubeplugBuffer_x {{ {wgsl.BUFFER_MEMBER}: array<f32> }}" in lines
+        assert f"@group(0) @binding(0) var<storage, {access}> x: CubeplugBuffer_x;" in lines
+        assert "@group(0) @binding(1) var<storage, read_write> v: CubeplugBuffer_v;" in lines
+        assert "@group(0) @binding(2) var<storage, read> scalars: CubeplugScalars;" in lines
+
+
+_SCALE = """@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < scalars.n) { y.data[gid.x] = 2.0 * x.data[gid.x]; }
+}
+"""
+
+
+@requires_webgpu
+def test_a_source_that_says_struct_buffers_reaches_them_as_members(client) -> None:  # type: ignore[no-untyped-def]
+    params = (Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("n", "u32"))
+    kernel = Kernel("scale", params, {"wgsl": wgsl.STRUCT_BUFFERS + "\n" + _SCALE}, cube_dim=64)
+    x = np.arange(100, dtype=np.float32)
+    out = client.empty(x.nbytes)
+    client.launch(kernel, CubeCount(2), [client.create(x), out], [100])
+    np.testing.assert_array_equal(client.to_numpy(out, "f32"), 2 * x)
+    # Without the first line the buffers are arrays, which have no members.
+    plain = Kernel("scale", params, {"wgsl": _SCALE}, cube_dim=64)
+    with pytest.raises(CompileError, match="data"):
+        client.launch(plain, CubeCount(2), [client.create(x), out], [100])
