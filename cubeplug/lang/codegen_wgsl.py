@@ -66,6 +66,7 @@ class WgslGen(Emitter):
         self.storage_fenced = storage_fenced(k)
         #: The local arrays declared as one variable an element (see :func:`split_locals`).
         self.split = split_locals(k)
+        #: The global arrays (buffer params), reached as their bindings' ``data`` member.
         self.globals = {a.name for a in k.arrays}
 
     def generate(self) -> tuple[str, tuple[Loc | None, ...]]:
@@ -108,13 +109,8 @@ class WgslGen(Emitter):
             self.line(text, s.loc)
 
     def stmt_memory(self, s: ir.Store | ir.Atomic | ir.Barrier) -> None:
-        if isinstance(s, ir.Store) and s.array in self.split:
-            ref = element(s.array, _const_index(s.index))
-            if s.lane is not None:
-                ref += f"[{self.index(s.lane)}]"
-            self.line(f"{ref} = {self.expr(s.value)};", s.loc)
-        elif isinstance(s, ir.Store):
-            ref = f"{self.ref(s.array)}[{self.index(s.index)}]"
+        if isinstance(s, ir.Store):
+            ref = self.element_ref(s.array, s.index)
             if s.lane is not None:  # a vector in memory takes a lane store, constant or not
                 ref += f"[{self.index(s.lane)}]"
             value = self.expr(s.value)
@@ -123,7 +119,7 @@ class WgslGen(Emitter):
             text = f"atomicStore(&{ref}, {value});" if s.array in self.atomic else f"{ref} = {value};"
             self.guarded(s, text)
         elif isinstance(s, ir.Atomic):
-            ref = f"&{self.ref(s.array)}[{self.index(s.index)}]"
+            ref = f"&{self.element_ref(s.array, s.index)}"
             args = [self.expr(a) for a in s.args]
             target = s.out or "_"
             if s.array in self.fbits:  # f32 on a u32 atomic: the bits (add, min, max: a CAS loop)
@@ -146,9 +142,13 @@ class WgslGen(Emitter):
                 self.line("storageBarrier();", s.loc)
             self.line("workgroupBarrier();", s.loc)
 
-    def ref(self, array: str) -> str:
-        """How the source names an array: a global one is its binding's ``data`` member."""
-        return f"{array}.{BUFFER_MEMBER}" if array in self.globals else array
+    def element_ref(self, array: str, index: ir.Expr) -> str:
+        """``array[index]`` as the source names it: a global array is its binding's ``data``
+        member, an element of a split local array is a variable of its own."""
+        if array in self.split:
+            return element(array, _const_index(index))
+        base = f"{array}.{BUFFER_MEMBER}" if array in self.globals else array
+        return f"{base}[{self.index(index)}]"
 
     def in_bounds(self, array: str, index: ir.Expr, guard: ir.Expr | None = None) -> str:
         decl = self.k.array(array)
@@ -209,10 +209,8 @@ class WgslGen(Emitter):
             return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, ir.Select):
             return f"select({self.expr(e.b)}, {self.expr(e.a)}, {self.expr(e.cond)})"
-        if isinstance(e, ir.Load) and e.array in self.split:
-            return element(e.array, _const_index(e.index))
         if isinstance(e, ir.Load):
-            ref = f"{self.ref(e.array)}[{self.index(e.index)}]"
+            ref = self.element_ref(e.array, e.index)
             load = f"atomicLoad(&{ref})" if e.array in self.atomic else ref
             if e.array in self.fbits:
                 load = f"bitcast<f32>({load})"
@@ -244,13 +242,19 @@ def _f32_atomic(op: str, ref: str, args: list[str]) -> str:
     )
 
 
+#: The largest local array split (``spirv-opt --scalar-replacement``'s default limit is 100; std's
+#: largest register block is 128 elements, f64 matmul's accumulators).
+MAX_SPLIT = 128
+
+
 def element(array: str, index: int) -> str:
     """The variable holding element ``index`` of a split local array."""
     return f"{ELEMENT_PREFIX}{array}_{index}"
 
 
 def _const_index(e: ir.Expr) -> int:
-    assert isinstance(e, ir.Const)
+    if not isinstance(e, ir.Const):  # pragma: no cover - split_locals splits constant-indexed arrays only
+        raise TypeError(f"a split local array indexed by {e!r}")
     return int(e.value)
 
 
@@ -262,7 +266,7 @@ def split_locals(k: ir.KernelIR) -> frozenset[str]:
     ``spirv-opt --scalar-replacement`` would split it): with the buffers reached as struct members
     too (:mod:`cubeplug.core.wgsl`), std.matmul's ``reg_8x16_vec_db16`` went from 36.4 to 42.3
     TFLOP/s on the H100; either change alone gained nothing (docs/std.md, "Vulkan")."""
-    sizes = {d.name: d.size for d in k.decls if d.space == "local"}
+    sizes = {d.name: d.size for d in k.decls if d.space == "local" and d.size <= MAX_SPLIT}
     indexed: set[str] = set()
 
     def visit(node: Any) -> None:

@@ -13,6 +13,7 @@ import pytest
 from cubeplug import lang as cl
 from cubeplug.core.wgsl import STRUCT_BUFFERS
 from cubeplug.lang import Array, Vec, f32, u32
+from cubeplug.lang.codegen_wgsl import MAX_SPLIT
 
 F4 = Vec[f32, 4]
 RNG = np.random.default_rng(21)
@@ -44,6 +45,15 @@ def picked(x: Array[f32], out: Array[f32], k: u32):
 
 
 @cl.kernel
+def lane_k(out: Array[F4], k: u32):
+    """Lane k (runtime) of a split local vector takes 9; a checked launch drops k out of range."""
+    v = cl.local(F4, 1)
+    v[0] = F4(1.0)
+    v[0][k] = 9.0
+    out[0] = v[0]
+
+
+@cl.kernel
 def lanes_of_split(x: Array[f32], out: Array[F4]):
     """A split local vector array written one lane at a time (a runtime and a constant lane)."""
     i = cl.ABSOLUTE_POS
@@ -56,8 +66,8 @@ def lanes_of_split(x: Array[f32], out: Array[F4]):
         out[i] = v[1] + v[0]
 
 
-def wgsl(kernel: Any, **comptime: Any) -> str:
-    return str(kernel.specialize_for("wgsl", None, (64, 1, 1), False, comptime).source)
+def wgsl(kernel: Any, checked: bool = False, **comptime: Any) -> str:
+    return str(kernel.specialize_for("wgsl", None, (64, 1, 1), checked, comptime).source)
 
 
 def test_buffers_are_struct_members_and_the_source_says_so() -> None:
@@ -93,13 +103,12 @@ def test_a_user_name_in_the_element_prefix_is_renamed() -> None:
     assert "v_cl_x_acc_0" in source
 
 
-@pytest.mark.parametrize("n", [0, 1, 100, 515])
+@pytest.mark.parametrize("n", [1, 100, 515])
 def test_split_locals_compute_numpys_answer(client: Any, n: int) -> None:
     x = RNG.standard_normal(n).astype(np.float32)
     units = -(-n // 8)
-    out = client.create(np.full(max(units, 1), np.nan, np.float32)) if units else client.empty(0)
-    if units:
-        block_sums.launch(client, -(-units // 64), 64, client.create(x), out)
+    out = client.create(np.full(units, np.nan, np.float32))
+    block_sums.launch(client, -(-units // 64), 64, client.create(x), out)
     padded = np.concatenate([x, np.zeros(units * 8 - n, np.float32)]).reshape(units, 2, 4).sum(axis=1)
     want = padded @ np.arange(1, 5, dtype=np.float32)
     np.testing.assert_allclose(client.to_numpy(out, "f32")[:units], want, rtol=1e-5, atol=1e-5)
@@ -120,3 +129,26 @@ def test_lane_stores_into_split_locals(client: Any) -> None:
     want = x[:, ::-1].copy()
     want[:, 0] += 1.0
     np.testing.assert_allclose(client.to_numpy(out, "f32").reshape(70, 4), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("k", [2, 7])
+def test_a_checked_lane_store_into_a_split_local_drops_a_lane_out_of_range(client: Any, k: int) -> None:
+    assert "if (" in wgsl(lane_k, checked=True).split("cl_x_v_0[cl_s_k]")[0].splitlines()[-1]
+    out = client.empty(16)
+    lane_k.launch(client, 1, 1, out, k)
+    want = np.ones(4, np.float32)
+    if k < 4:
+        want[k] = 9.0
+    np.testing.assert_array_equal(client.to_numpy(out, "f32"), want)
+
+
+def test_a_local_array_above_the_split_limit_stays_an_array() -> None:
+    @cl.kernel
+    def big(out: Array[f32]):
+        tmp = cl.local(f32, MAX_SPLIT + 1)
+        for j in cl.unroll(range(MAX_SPLIT + 1)):
+            tmp[j] = f32(j)
+        out[0] = tmp[MAX_SPLIT]
+
+    source = wgsl(big)
+    assert f"var tmp: array<f32, {MAX_SPLIT + 1}>;" in source and "cl_x_tmp" not in source

@@ -32,6 +32,7 @@ static unsigned long long fnv(const void* p, size_t n) {
 static void* slurp(const char* path, size_t* n) {
   FILE* f = fopen(path, "rb"); if (!f) return NULL;
   fseek(f, 0, SEEK_END); long sz = ftell(f); fseek(f, 0, SEEK_SET);
+  if (sz <= 0) { fclose(f); return NULL; }
   void* d = malloc(sz); if (fread(d, 1, sz, f) != (size_t)sz) { free(d); fclose(f); return NULL; }
   fclose(f); *n = sz; return d;
 }
@@ -120,7 +121,9 @@ static VkResult VKAPI_CALL my_CreateComputePipelines(VkDevice d, VkPipelineCache
     if (stats_on) copy[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     if (stats_on && idir) copy[i].flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR; }
   VkPipelineCache own = VK_NULL_HANDLE;
-  if (cdir) { VkPipelineCacheCreateInfo pc = {VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO}; next_cpc(d, &pc, NULL, &own); c = own; }
+  /* The caller's cache (wgpu passes none) is replaced by a fresh one, so its data is this pipeline's. */
+  if (cdir) { VkPipelineCacheCreateInfo pc = {VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    if (next_cpc(d, &pc, NULL, &own) == VK_SUCCESS) c = own; else own = VK_NULL_HANDLE; }
   int id = pipe_counter++;
   VkResult r = next_ccp(d, c, n, copy, a, out);
   if (own) { size_t sz = 0; next_gpcd(d, own, &sz, NULL); void* data = malloc(sz); next_gpcd(d, own, &sz, data);

@@ -12,9 +12,9 @@ are all ``read_write``, while the declared access modes are still enforced: the 
 validated with ``var<storage, read>`` for ``read`` params, so writing a read buffer is a
 CompileError.
 
-A source whose first line is :data:`~cubeplug.plugin.wgsl.STRUCT_BUFFERS` gets each buffer as a
-struct holding its array (``p.data[i]``); the kernel language writes its sources so (see
-:mod:`cubeplug.plugin.wgsl` for why).
+A source whose first line is :data:`~cubeplug.core.wgsl.STRUCT_BUFFERS` gets each buffer as a
+struct holding its array (``p.data[i]``); the kernel language writes its sources so
+(:mod:`cubeplug.core.wgsl` says why).
 
 A kernel compiled for unchecked launches is built without wgpu's runtime checks (index clamping,
 loop bounds): see ``trusted.py``.
@@ -305,7 +305,7 @@ class WgslCompiler:
         check_params(kernel, self.features, self.max_storage_buffers)
         import wgpu
 
-        structs = source.startswith(wgsl.STRUCT_BUFFERS)
+        structs = source.split("\n", 1)[0].rstrip() == wgsl.STRUCT_BUFFERS
         run_header = generate_header(kernel, enforce_access=False, structs=structs)
         if any(p.access == "read" and not p.atomic for p in kernel.buffer_params):
             check_header = generate_header(kernel, enforce_access=True, structs=structs)

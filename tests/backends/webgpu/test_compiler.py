@@ -161,3 +161,17 @@ def test_a_source_that_says_struct_buffers_reaches_them_as_members(client) -> No
     plain = Kernel("scale", params, {"wgsl": _SCALE}, cube_dim=64)
     with pytest.raises(CompileError, match="data"):
         client.launch(plain, CubeCount(2), [client.create(x), out], [100])
+
+
+
+@requires_webgpu
+def test_a_struct_buffers_source_that_writes_a_read_buffer_is_a_compile_error(client) -> None:  # type: ignore[no-untyped-def]
+    params = (Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("n", "u32"))
+    writes_x = _SCALE.replace("y.data[gid.x] = 2.0 * x.data[gid.x];", "x.data[gid.x] = 2.0;")
+    kernel = Kernel("scale", params, {"wgsl": wgsl.STRUCT_BUFFERS + "\n" + writes_x}, cube_dim=64)
+    with pytest.raises(CompileError):
+        client.launch(kernel, CubeCount(1), [client.create(np.zeros(4, np.float32)), client.empty(16)], [4])
+    # Only the exact first line asks for struct buffers.
+    other = Kernel("scale", params, {"wgsl": wgsl.STRUCT_BUFFERS + " v2\n" + _SCALE}, cube_dim=64)
+    with pytest.raises(CompileError, match="data"):
+        client.launch(other, CubeCount(1), [client.create(np.zeros(4, np.float32)), client.empty(16)], [4])
