@@ -12,9 +12,6 @@ access of which has a constant index is one variable an element (:func:`split_lo
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from cubeplug.core.wgsl import BUFFER_MEMBER, STRUCT_BUFFERS
 from cubeplug.lang import ir
 from cubeplug.lang.emitter import Emitter
@@ -267,22 +264,13 @@ def split_locals(k: ir.KernelIR) -> frozenset[str]:
     too (:mod:`cubeplug.core.wgsl`), std.matmul's ``reg_8x16_vec_db16`` went from 36.4 to 42.3
     TFLOP/s on the H100; either change alone gained nothing (docs/std.md, "Vulkan")."""
     sizes = {d.name: d.size for d in k.decls if d.space == "local" and d.size <= MAX_SPLIT}
-    indexed: set[str] = set()
-
-    def visit(node: Any) -> None:
+    indexed = set()
+    for node in ir.nodes(k.body):
         if isinstance(node, (ir.Load, ir.Store, ir.Atomic)) and node.array in sizes:
             i = node.index
             constant = isinstance(i, ir.Const) and 0 <= int(i.value) < sizes[node.array]
             if not constant or isinstance(node, ir.Atomic):
                 indexed.add(node.array)
-        if isinstance(node, tuple):
-            for item in node:
-                visit(item)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            for f in dataclasses.fields(node):
-                visit(getattr(node, f.name))
-
-    visit(k.body)
     return frozenset(sizes) - indexed
 
 

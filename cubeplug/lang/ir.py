@@ -9,6 +9,7 @@ effects, atomics are statements (:class:`Atomic`) that write their old value int
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, is_dataclass
 
 from cubeplug.lang.errors import Loc
@@ -363,23 +364,29 @@ def reads_memory(e: Expr) -> bool:
     return False
 
 
+def nodes(root: object) -> Iterator[object]:
+    """Every IR node under ``root`` (``root`` too): the dataclasses reached through the fields of
+    nodes and the tuples they hold, types and locations left out. Walking the fields, not naming
+    the node kinds, keeps a node kind added later covered."""
+    stack: list[object] = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        for f in fields(node):  # type: ignore[arg-type]
+            value = getattr(node, f.name)
+            for v in value if isinstance(value, tuple) else (value,):
+                if is_dataclass(v) and not isinstance(v, (type, DType, Loc)):
+                    stack.append(v)
+
+
 def scalar_types(k: KernelIR) -> frozenset[str]:
     """The names of every scalar type the kernel holds: its params', its locals', its shared and
-    local arrays', and every expression's (a cast or a constant no local keeps), vectors by their
-    lanes'. The body is walked through the fields of its nodes, so a node kind added later is covered."""
+    local arrays', and every expression's and statement's (a cast or a constant no local keeps),
+    vectors by their lanes'."""
     found = {a.elem.scalar.name for a in k.arrays}
     found.update(s.ty.name for s in k.scalars)
     found.update(t.scalar.name for _, t in k.locals)
     found.update(d.elem.scalar.name for d in k.decls)
-    stack: list[object] = [k.body]
-    while stack:
-        node = stack.pop()
-        for f in fields(node):  # type: ignore[arg-type]
-            value = getattr(node, f.name)
-            items = value if isinstance(value, tuple) else (value,)
-            for v in items:
-                if isinstance(v, DType):
-                    found.add(v.scalar.name)
-                elif is_dataclass(v) and not isinstance(v, type) and not isinstance(v, Loc):
-                    stack.append(v)
+    types = (getattr(n, "ty", None) for n in nodes(k.body))
+    found.update(t.scalar.name for t in types if isinstance(t, DType))
     return frozenset(found)

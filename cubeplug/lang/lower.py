@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from cubeplug.core.kernel import CORE_DTYPES
 from cubeplug.lang import assign, control, ir
 from cubeplug.lang import builtins as clb
 from cubeplug.lang.calls import call_statement
@@ -33,7 +34,7 @@ from cubeplug.lang.params import bind_params
 from cubeplug.lang.positions import position
 from cubeplug.lang.scope import ArrayState, Frame, Lowered, assign_counts, describe
 from cubeplug.lang.source import Captured
-from cubeplug.lang.types import CORE_TYPES, DType
+from cubeplug.lang.types import DType
 
 #: The lowering of each supported statement type; any other is a KernelSyntaxError.
 STATEMENTS: dict[type[ast.stmt], Callable[[Lowering, Any], None]] = {
@@ -104,7 +105,7 @@ class Lowerer:
     def need(self, ty: DType, loc: Loc) -> None:
         """KernelTypeError when the device lacks ``ty``."""
         ty = ty.scalar
-        if self.dtypes is not None and ty.name not in CORE_TYPES and ty.name not in self.dtypes:
+        if self.dtypes is not None and ty.name not in CORE_DTYPES and ty.name not in self.dtypes:
             raise KernelTypeError(
                 f"{ty} is not supported by this device (it supports {', '.join(sorted(self.dtypes))})",
                 loc, str(ty), kernel=self.name,

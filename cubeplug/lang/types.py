@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from cubeplug.core.kernel import CORE_DTYPES
-
 
 @dataclass(frozen=True, eq=True)
 class DType:
@@ -81,8 +79,6 @@ i64 = DType("i64", "i", 64)
 u64 = DType("u64", "u", 64)
 bool_ = DType("bool", "b", 8)
 DTYPES: dict[str, DType] = {t.name: t for t in (f16, f32, f64, i32, u32, i64, u64, bool_)}
-#: Types every backend has; the others are gated by the device's capabilities (the core's set).
-CORE_TYPES = CORE_DTYPES
 
 
 #: Scalar types a vector may hold, and the vector widths.

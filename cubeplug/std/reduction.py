@@ -292,7 +292,7 @@ class Strategy:
 def atomic_ok(op: int, name: str) -> bool:
     """True when the language has the atomic that ``op`` on ``name`` needs (f32 max and min are
     compare-and-swap loops on the bits in every dialect)."""
-    return (op == SUM or op in (MAX, MIN)) and name in ("f32", "i32", "u32")
+    return op in (SUM, MAX, MIN) and name in ("f32", "i32", "u32")
 
 
 def reduce_key(client: Any, level: str, x: Handle, n: int) -> AutotuneKey:

@@ -84,9 +84,21 @@ def test_a_constant_indexed_local_array_is_one_variable_an_element() -> None:
     assert "acc[" not in source
 
 
-def test_a_local_array_indexed_at_runtime_stays_an_array() -> None:
-    source = wgsl(picked)
-    assert "var tmp: array<f32, 4>;" in source
+@cl.kernel
+def big(out: Array[f32]):
+    """A local array one element above the split limit, indexed by constants only."""
+    tmp = cl.local(f32, MAX_SPLIT + 1)
+    for j in cl.unroll(range(MAX_SPLIT + 1)):
+        tmp[j] = f32(j)
+    out[0] = tmp[MAX_SPLIT]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "size"), [(picked, 4), (big, MAX_SPLIT + 1)], ids=["runtime-index", "above-limit"]
+)
+def test_a_local_array_indexed_at_runtime_or_above_the_limit_stays_an_array(kernel: Any, size: int) -> None:
+    source = wgsl(kernel)
+    assert f"var tmp: array<f32, {size}>;" in source
     assert "cl_x_tmp" not in source
 
 
@@ -140,15 +152,3 @@ def test_a_checked_lane_store_into_a_split_local_drops_a_lane_out_of_range(clien
     if k < 4:
         want[k] = 9.0
     np.testing.assert_array_equal(client.to_numpy(out, "f32"), want)
-
-
-def test_a_local_array_above_the_split_limit_stays_an_array() -> None:
-    @cl.kernel
-    def big(out: Array[f32]):
-        tmp = cl.local(f32, MAX_SPLIT + 1)
-        for j in cl.unroll(range(MAX_SPLIT + 1)):
-            tmp[j] = f32(j)
-        out[0] = tmp[MAX_SPLIT]
-
-    source = wgsl(big)
-    assert f"var tmp: array<f32, {MAX_SPLIT + 1}>;" in source and "cl_x_tmp" not in source

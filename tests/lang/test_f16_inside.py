@@ -114,7 +114,7 @@ def test_the_kernel_declares_the_types_its_ir_uses(dialect: str) -> None:
     assert uses(double_cast) == ("f64",)
     assert uses(plain) == ()  # f32, u32 and bool are every backend's: nothing to declare
     k = half_locals.specialize_for(dialect, ALL_TYPES, (CUBE, 1, 1), True, {}).kernel
-    assert "f16" in k.uses_dtypes and "f32" in k.uses_dtypes
+    assert k.uses_dtypes == {"f16", "f32", "u32"}  # the source's, the arrays', the lengths'
 
 
 @pytest.mark.parametrize("dialect", ["c", "wgsl"])

@@ -15,8 +15,7 @@ from cubeplug.backends.webgpu.compiler import (
     generate_header,
     scalar_layout,
 )
-from cubeplug.plugin import wgsl
-from tests.backends.webgpu.conftest import requires_webgpu
+from cubeplug.core import wgsl
 
 SRC = "@compute @workgroup_size(CUBE_DIM_X, CUBE_DIM_Y, CUBE_DIM_Z) fn k() {}\n"
 
@@ -53,16 +52,18 @@ def test_header_declares_buffers_scalars_and_consts() -> None:
     assert run.count("\n") == checked.count("\n")
 
 
-def test_f16_enables_the_extension() -> None:
-    header = generate_header(_kernel(Buffer("x", "f16"), Scalar("h", "f16")), enforce_access=True)
-    assert header.splitlines()[0] == "enable f16;"
-
-
-def test_f16_the_source_uses_enables_the_extension() -> None:
-    # f32 params, f16 locals: the kernel says so with dtypes=.
-    k = Kernel("k", [Buffer("x", "f32")], {"wgsl": SRC}, dtypes=("f16",))
-    assert generate_header(k, enforce_access=True).splitlines()[0] == "enable f16;"
-    assert generate_header(k, enforce_access=False).splitlines()[0] == "enable f16;"
+@pytest.mark.parametrize("enforce_access", [True, False])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        _kernel(Buffer("x", "f16"), Scalar("h", "f16")),
+        # f32 params, f16 locals: the kernel says so with dtypes=.
+        Kernel("k", [Buffer("x", "f32")], {"wgsl": SRC}, dtypes=("f16",)),
+    ],
+    ids=["params", "source"],
+)
+def test_f16_enables_the_extension(kernel: Kernel, enforce_access: bool) -> None:
+    assert generate_header(kernel, enforce_access=enforce_access).splitlines()[0] == "enable f16;"
 
 
 def test_a_feature_the_source_needs_is_a_compile_error_as_a_params_is() -> None:
@@ -149,29 +150,27 @@ fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
 """
 
 
-@requires_webgpu
-def test_a_source_that_says_struct_buffers_reaches_them_as_members(client) -> None:  # type: ignore[no-untyped-def]
-    params = (Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("n", "u32"))
-    kernel = Kernel("scale", params, {"wgsl": wgsl.STRUCT_BUFFERS + "\n" + _SCALE}, cube_dim=64)
-    x = np.arange(100, dtype=np.float32)
+_SCALE_PARAMS = (Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("n", "u32"))
+
+
+def _scale(client, source: str, x: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Launch the kernel of ``source`` on ``x`` (its _SCALE_PARAMS); what it wrote."""
+    kernel = Kernel("scale", _SCALE_PARAMS, {"wgsl": source}, cube_dim=64)
     out = client.empty(x.nbytes)
-    client.launch(kernel, CubeCount(2), [client.create(x), out], [100])
-    np.testing.assert_array_equal(client.to_numpy(out, "f32"), 2 * x)
-    # Without the first line the buffers are arrays, which have no members.
-    plain = Kernel("scale", params, {"wgsl": _SCALE}, cube_dim=64)
-    with pytest.raises(CompileError, match="data"):
-        client.launch(plain, CubeCount(2), [client.create(x), out], [100])
+    client.launch(kernel, CubeCount(-(-len(x) // 64)), [client.create(x), out], [len(x)])
+    return client.to_numpy(out, "f32")  # type: ignore[no-any-return]
 
 
+def test_a_source_that_says_struct_buffers_reaches_them_as_members(client) -> None:  # type: ignore[no-untyped-def]
+    x = np.arange(100, dtype=np.float32)
+    np.testing.assert_array_equal(_scale(client, wgsl.STRUCT_BUFFERS + "\n" + _SCALE, x), 2 * x)
+    # Without that first line (or with another one) the buffers are arrays, which have no members.
+    for source in (_SCALE, wgsl.STRUCT_BUFFERS + " v2\n" + _SCALE):
+        with pytest.raises(CompileError, match="data"):
+            _scale(client, source, x)
 
-@requires_webgpu
+
 def test_a_struct_buffers_source_that_writes_a_read_buffer_is_a_compile_error(client) -> None:  # type: ignore[no-untyped-def]
-    params = (Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("n", "u32"))
     writes_x = _SCALE.replace("y.data[gid.x] = 2.0 * x.data[gid.x];", "x.data[gid.x] = 2.0;")
-    kernel = Kernel("scale", params, {"wgsl": wgsl.STRUCT_BUFFERS + "\n" + writes_x}, cube_dim=64)
-    with pytest.raises(CompileError):
-        client.launch(kernel, CubeCount(1), [client.create(np.zeros(4, np.float32)), client.empty(16)], [4])
-    # Only the exact first line asks for struct buffers.
-    other = Kernel("scale", params, {"wgsl": wgsl.STRUCT_BUFFERS + " v2\n" + _SCALE}, cube_dim=64)
-    with pytest.raises(CompileError, match="data"):
-        client.launch(other, CubeCount(1), [client.create(np.zeros(4, np.float32)), client.empty(16)], [4])
+    with pytest.raises(CompileError, match="not permitted"):
+        _scale(client, wgsl.STRUCT_BUFFERS + "\n" + writes_x, np.zeros(4, np.float32))
