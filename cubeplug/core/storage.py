@@ -40,6 +40,9 @@ class MemoryProperties:
     max_page_size: int
     alignment: int
     total_memory: int | None = None
+    #: The largest reservation the pools cut from a shared page; larger ones get pages of their
+    #: own (None: the default ladder's limits). WebGPU sets it (its memory_properties says why).
+    max_slice_size: int | None = None
 
 
 class ComputeStorage(ABC):

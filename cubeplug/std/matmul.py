@@ -16,9 +16,11 @@ Candidates (:data:`MATMUL`):
 * ``reg_8x8_db``, ``reg_8x8_vec_db``, ``reg_8x8_vec_db16``, ``reg_8x16_vec_db16``,
   ``reg_8x16_vec_db16_sq``: double-buffered (the next step's tiles loaded into registers during
   the multiply-adds, one barrier a step); steps of 16 along ``k`` for the ``db16`` ones; a 128 x 256
-  block, 8 x 16 per unit, for the last two (A staged in lanes, and in 4 x 4 squares). Their
-  shared tiles' indices are i32 arithmetic (:attr:`RegBlock.index`: NVIDIA's OpenCL compiler then
-  folds them into the addresses, as CUDA's does for every candidate).
+  block, 8 x 16 per unit, for the last two (A staged in lanes, and in 4 x 4 squares).
+* ``reg_8x8_vec_db_lanes``: ``reg_8x8_vec_db`` staging A in lanes (Vulkan's f16 pick on the H100).
+
+The double-buffered candidates' shared tiles' indices are i32 arithmetic (:attr:`RegBlock.index`:
+NVIDIA's OpenCL compiler then folds them into the addresses, as CUDA's does for every candidate).
 
 Dtypes: f32 (default), f64, f16, i32, u32, each where the device declares it. f16 reads f16 and
 writes f16 but accumulates in f32 (as ``cupy.matmul`` on f16 does through cuBLAS): the tiles are
@@ -359,6 +361,11 @@ REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes
 # against 45.1 with lanes (bench/probes/matmul_blocks.py, matmul-blocks-cuda-h100-2026-11-26.json);
 # on Vulkan 37.5 against 36.2, where reg_8x8_vec_db16 stays the fastest (39.8).
 REG_8X16_VEC_DB16_SQ = dataclasses.replace(REG_8X16_VEC_DB16, stage_a="squares")
+# reg_8x8_vec_db staging A in lanes: Vulkan's fastest in f16 once the inputs are bound read-only
+# (webgpu/compiler.py): on the H100 at 4096^3 f16, 39.9 TFLOP/s against 38.3 for the best of the
+# others (bench/probes/matmul_blocks.py 4096 webgpu 3 --dtype=f16, its "8x8 bk8 lanes";
+# matmul-vulkan-readonly-h100-2026-11-26.json).
+REG_8X8_VEC_DB_LANES = dataclasses.replace(REG_8X8_VEC_DB, stage_a="lanes")
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).
 PLANS = {
@@ -375,6 +382,7 @@ PLANS = {
     "reg_8x8_vec_db16": reg(REG_8X8_VEC_DB16),
     "reg_8x16_vec_db16": reg(REG_8X16_VEC_DB16),
     "reg_8x16_vec_db16_sq": reg(REG_8X16_VEC_DB16_SQ),
+    "reg_8x8_vec_db_lanes": reg(REG_8X8_VEC_DB_LANES),
 }
 #: Not candidates: std's candidates with another staging of their tiles than the one they use,
 #: ``candidate@staging`` (``RegBlock.stage_a``; ``tiled(unrolled=True)``). The tests check them and

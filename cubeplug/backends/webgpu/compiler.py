@@ -6,11 +6,18 @@ The backend writes the declarations and the user's source provides the entry poi
 buffers, ``array<atomic<T>>`` for atomic ones); the scalars are one read-only storage struct bound
 after the buffers as ``scalars``; ``defines`` and the cube dim are ``const``\\ s.
 
-WebGPU forbids one buffer from being bound read-only and read-write in the same dispatch, and the
-memory pools put many slices in one page buffer. So the pipeline is built from declarations that
-are all ``read_write``, while the declared access modes are still enforced: the source is first
-validated with ``var<storage, read>`` for ``read`` params, so writing a read buffer is a
-CompileError.
+Each kernel has two pipelines. WebGPU forbids one buffer from being bound read-only and read-write
+in the same dispatch, and the memory pools put many slices in one page buffer, so the pipeline
+every launch can use is built from declarations that are all ``read_write``. A kernel with
+``read`` params (not atomic) also gets, at the first launch whose read buffers lie in no page that
+a written param binds, a pipeline that declares them ``var<storage, read>``: the server picks it
+per bind group (:meth:`WgslCompiler.read_only`). Its source also validates the declared access
+modes when the kernel is compiled, so writing a read buffer is a CompileError.
+
+Why the second pipeline: NVIDIA's Vulkan compiler schedules a kernel better when it knows the
+inputs are not written (the SPIR-V ``NonWritable`` decoration naga gives ``read`` bindings). On
+the H100, std.matmul's ``reg_8x16_vec_db16`` ran 42.2 TFLOP/s at 4096^3 f32 with ``read_write``
+inputs and 45.2 with ``read`` ones (``bench/results/matmul-vulkan-readonly-h100-2026-11-26.json``).
 
 A source whose first line is :data:`~cubeplug.core.wgsl.STRUCT_BUFFERS` gets each buffer as a
 struct holding its array (``p.data[i]``); the kernel language writes its sources so
@@ -71,7 +78,8 @@ class ScalarLayout:
 
 @dataclass(frozen=True, slots=True)
 class BindLayout:
-    """A bind-group layout shared by the kernels whose bindings have the same minimum sizes."""
+    """A bind-group layout shared by the kernels whose bindings have the same minimum sizes and
+    read-only buffers."""
 
     id: int
     bind_group_layout: Any
@@ -79,17 +87,37 @@ class BindLayout:
     n_buffers: int
     #: Bytes of the scalars binding (0: the kernel has no scalars).
     scalar_size: int
+    #: Each buffer binding's minimum size.
+    buffer_sizes: tuple[int, ...] = ()
+    #: Per buffer binding: whether it is ``read-only-storage`` (empty: none is).
+    read_only: tuple[bool, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WgslProgram:
-    """A compiled WGSL kernel: the pipeline, its bind layout, the scalar packing and the sources."""
+    """A compiled WGSL kernel: the pipeline, its bind layout, the scalar packing and the sources.
+
+    Every field is set when the kernel is compiled, except :attr:`read_only_pipeline`, which
+    :meth:`WgslCompiler.read_only` builds at the first launch that can use it.
+    """
 
     pipeline: Any
     layout: BindLayout
     scalars: ScalarLayout | None
     source: str
     header_lines: int
+    #: Per buffer param: whether it may be bound read-only (a ``read`` param, not atomic).
+    reads: tuple[bool, ...] = ()
+    #: The source with those params declared ``var<storage, read>`` (None: the kernel has none).
+    read_only_source: str | None = None
+    #: Whether the pipelines are built without wgpu's runtime checks (``trusted.py``).
+    unchecked: bool = False
+    label: str = ""
+    entry_point: str = ""
+    #: One id per (layout, reads): programs with the same one share bind groups (of either layout).
+    bindings_id: int = 0
+    #: ``(pipeline, layout)`` with the ``reads`` buffers bound read-only, once built.
+    read_only_pipeline: tuple[Any, BindLayout] | None = None
 
 
 def scalar_layout(kernel: Kernel) -> ScalarLayout | None:
@@ -259,22 +287,32 @@ class WgslCompiler:
         self.device = device
         self.features = features
         self.max_storage_buffers = max_storage_buffers
-        self._layouts: dict[tuple[tuple[int, ...], int], BindLayout] = {}
+        self._layouts: dict[tuple[tuple[int, ...], int, tuple[bool, ...]], BindLayout] = {}
+        self._bindings_ids: dict[tuple[int, tuple[bool, ...]], int] = {}
 
-    def bind_layout(self, buffer_sizes: tuple[int, ...], scalar_size: int) -> BindLayout:
-        """The (cached) bind-group and pipeline layout for binding minimum sizes (0: no scalars).
+    def bind_layout(
+        self, buffer_sizes: tuple[int, ...], scalar_size: int, read_only: tuple[bool, ...] = ()
+    ) -> BindLayout:
+        """The (cached) bind-group and pipeline layout for binding minimum sizes (0: no scalars),
+        with the buffers ``read_only`` marks bound ``read-only-storage``.
 
         Every binding states its minimum size, so wgpu checks sizes when a bind group is made and
         never late at dispatch time (late checks mix up kernels that share a layout in one pass).
         """
-        key = (buffer_sizes, scalar_size)
+        read_only = read_only if any(read_only) else ()
+        key = (buffer_sizes, scalar_size, read_only)
         layout = self._layouts.get(key)
         if layout is None:
             import wgpu
 
             compute = wgpu.ShaderStage.COMPUTE
+            ro = read_only or (False,) * len(buffer_sizes)
             entries: list[dict[str, Any]] = [
-                {"binding": i, "visibility": compute, "buffer": {"type": "storage", "min_binding_size": size}}
+                {
+                    "binding": i,
+                    "visibility": compute,
+                    "buffer": {"type": "read-only-storage" if ro[i] else "storage", "min_binding_size": size},
+                }
                 for i, size in enumerate(buffer_sizes)
             ]
             if scalar_size:
@@ -291,7 +329,9 @@ class WgslCompiler:
                 )
             bgl = self.device.create_bind_group_layout(entries=entries)
             pl = self.device.create_pipeline_layout(bind_group_layouts=[bgl])
-            layout = BindLayout(next(_layout_ids), bgl, pl, len(buffer_sizes), scalar_size)
+            layout = BindLayout(
+                next(_layout_ids), bgl, pl, len(buffer_sizes), scalar_size, buffer_sizes, read_only
+            )
             self._layouts[key] = layout
         return layout
 
@@ -307,12 +347,16 @@ class WgslCompiler:
 
         structs = source.split("\n", 1)[0].rstrip() == wgsl.STRUCT_BUFFERS
         run_header = generate_header(kernel, enforce_access=False, structs=structs)
-        if any(p.access == "read" and not p.atomic for p in kernel.buffer_params):
+        reads = tuple(p.access == "read" and not p.atomic for p in kernel.buffer_params)
+        read_only_source = None
+        if any(reads):
+            # Also the check of the declared access modes: naga refuses a store to a read binding.
             check_header = generate_header(kernel, enforce_access=True, structs=structs)
             try:
                 self.device.create_shader_module(code=check_header + source)
             except wgpu.GPUError as e:
                 raise compile_error(kernel, check_header, source, e) from e
+            read_only_source = check_header + source
         code = run_header + source
         scalars = scalar_layout(kernel)
         if scalars is not None and scalars.binding_size > 1024:
@@ -326,18 +370,42 @@ class WgslCompiler:
             tuple(_round4(p.itemsize) for p in kernel.buffer_params),
             scalars.binding_size if scalars is not None else 0,
         )
+        unchecked = mode is ExecutionMode.UNCHECKED
         try:
-            unchecked = mode is ExecutionMode.UNCHECKED
-            module = trusted_module(self.device, code, kernel.name) if unchecked else None
-            if module is None:
-                module = self.device.create_shader_module(code=code)
-            pipeline = self.device.create_compute_pipeline(
-                layout=layout.pipeline_layout,
-                compute={"module": module, "entry_point": kernel.entry_point},
-            )
+            pipeline = self._pipeline(code, layout, unchecked, kernel.name, kernel.entry_point)
         except wgpu.GPUError as e:
             raise compile_error(kernel, run_header, source, e) from e
-        return WgslProgram(pipeline, layout, scalars, code, run_header.count("\n"))
+        bindings_id = self._bindings_ids.setdefault((layout.id, reads), len(self._bindings_ids) + 1)
+        return WgslProgram(
+            pipeline, layout, scalars, code, run_header.count("\n"), reads, read_only_source,
+            unchecked, kernel.name, kernel.entry_point, bindings_id,
+        )
+
+    def _pipeline(self, code: str, layout: BindLayout, unchecked: bool, label: str, entry_point: str) -> Any:
+        module = trusted_module(self.device, code, label) if unchecked else None
+        if module is None:
+            module = self.device.create_shader_module(code=code)
+        return self.device.create_compute_pipeline(
+            layout=layout.pipeline_layout, compute={"module": module, "entry_point": entry_point}
+        )
+
+    def read_only(self, program: WgslProgram) -> tuple[Any, BindLayout]:
+        """The program's pipeline and layout with its ``reads`` buffers bound read-only, built at
+        the first call (a launch that can bind them so); wgpu.GPUError if the device fails it.
+
+        The source compiled when the program did (it checked the access modes), so only a lost or
+        full device can fail here. Built on demand because most launches bind slices of shared
+        pages, where it cannot be used, and a pipeline costs a driver compile.
+        """
+        built = program.read_only_pipeline
+        if built is None:
+            assert program.read_only_source is not None
+            layout = self.bind_layout(program.layout.buffer_sizes, program.layout.scalar_size, program.reads)
+            pipeline = self._pipeline(
+                program.read_only_source, layout, program.unchecked, program.label, program.entry_point
+            )
+            built = program.read_only_pipeline = (pipeline, layout)
+        return built
 
 
 # The backend's own byte-copy kernel: copies and writes at any byte offset and size, and copies

@@ -17,7 +17,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, NoReturn, cast
 
-from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram, wgsl_dtypes
+from cubeplug.backends.webgpu.compiler import (
+    COPY_KERNEL,
+    DIALECTS,
+    BindLayout,
+    WgslCompiler,
+    WgslProgram,
+    wgsl_dtypes,
+)
 from cubeplug.backends.webgpu.queue import (
     CLEAR,
     COPY,
@@ -44,7 +51,6 @@ from cubeplug.plugin import (
     ExecutionMode,
     Handle,
     Kernel,
-    MemoryProperties,
     Scheduler,
     StagedRead,
     Step,
@@ -71,6 +77,14 @@ def _up4(n: int) -> int:
     return n + (-n) % 4
 
 
+def read_only_allowed(reads: Sequence[bool], buffers: Sequence[Any]) -> bool:
+    """Whether the buffers ``reads`` marks can be bound read-only: WebGPU refuses a dispatch that
+    binds one GPUBuffer both read-only and writable, so none of them may be a buffer (a page of the
+    pools) that an unmarked, written binding binds too."""
+    written = {id(b) for r, b in zip(reads, buffers) if not r}
+    return not any(r and id(b) in written for r, b in zip(reads, buffers))
+
+
 def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:
     """What the core is told of ``webgpu:device``: its adapter, paging, capabilities (from the
     device's limits and features) and properties."""
@@ -89,7 +103,7 @@ def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:
     driver = f"{api} {info_dict.get('description', '')}, wgpu {wgpu.__version__}".strip()
     return device_setup(
         DeviceInfo("webgpu", device, name, vendor=str(info_dict.get("vendor", "")), driver=driver),
-        MemoryProperties(storage.max_page_size, storage.alignment, None),
+        storage.properties,
         dtypes=dtypes,
         multi_queue=False,
         device_timing=timestamps,
@@ -188,17 +202,16 @@ class WgpuServer(ComputeServer):
         except wgpu.GPUError as e:
             self._lost_or(e)
 
-    def _bind_group(self, program: WgslProgram, regions: Sequence[tuple[Any, int, int]]) -> Any:
-        """A new bind group binding ``(buffer, offset, size)`` regions (and the scalar arena)."""
+    def _bind_group(
+        self, program: WgslProgram, layout: BindLayout, regions: Sequence[tuple[Any, int, int]]
+    ) -> Any:
+        """A new bind group of ``layout``: ``(buffer, offset, size)`` regions and the scalar arena."""
         import wgpu
 
-        entries: list[dict[str, Any]] = []
-        for i, (buffer, offset, size) in enumerate(regions):
-            if size == 0:
-                buffer, offset, size = self._empty, 0, self._empty.size
-            entries.append(
-                {"binding": i, "resource": {"buffer": buffer, "offset": offset, "size": _up4(size)}}
-            )
+        entries: list[dict[str, Any]] = [
+            {"binding": i, "resource": {"buffer": buffer, "offset": offset, "size": _up4(size)}}
+            for i, (buffer, offset, size) in enumerate(regions)
+        ]
         if program.scalars is not None:
             entries.append(
                 {
@@ -211,14 +224,14 @@ class WgpuServer(ComputeServer):
                 }
             )
         try:
-            return self.gpu.create_bind_group(layout=program.layout.bind_group_layout, entries=entries)
+            return self.gpu.create_bind_group(layout=layout.bind_group_layout, entries=entries)
         except wgpu.GPUError as e:
             self._raise_lost(e)
             raise ValidationError(f"the buffers cannot be bound as given: {str(e).strip()}") from e
 
-    def _cached_bind_group(
-        self, program: WgslProgram, key: tuple[int, ...], buffers: Sequence[Handle]
-    ) -> Any:
+    def _regions(self, buffers: Sequence[Handle]) -> list[tuple[Any, int, int]]:
+        """The ``(page buffer, offset, size)`` each handle binds (an empty one binds a buffer of
+        the server's own, as WebGPU binds no zero-size region)."""
         pages = self._pages
         regions = []
         for h in buffers:
@@ -230,19 +243,63 @@ class WgpuServer(ComputeServer):
                     f"a buffer is bound at byte offset {h.start}; webgpu needs offsets aligned to "
                     f"{self._align} B"
                 )
-            regions.append((pages[st.id], offset, h.size))
-        bind_group = self._bind_group(program, regions)
+            if h.size == 0:
+                regions.append((self._empty, 0, self._empty.size))
+            else:
+                regions.append((pages[st.id], offset, h.size))
+        return regions
+
+    def _pipeline_for(
+        self, program: WgslProgram, regions: Sequence[tuple[Any, int, int]]
+    ) -> tuple[Any, BindLayout]:
+        """The pipeline and layout that bind ``regions``: the read-only ones where they can be."""
+        pages = [region[0] for region in regions]
+        if program.read_only_source is None or not read_only_allowed(program.reads, pages):
+            return program.pipeline, program.layout
+        return self._read_only(program)
+
+    def _read_only(self, program: WgslProgram) -> tuple[Any, BindLayout]:
+        import wgpu
+
+        try:
+            return self.compiler.read_only(program)
+        except wgpu.GPUError as e:
+            self._lost_or(e)
+
+    def _cached_bind_group(
+        self, program: WgslProgram, key: tuple[int, ...], buffers: Sequence[Handle]
+    ) -> tuple[Any, bool]:
+        """The bind group of a launch binding ``buffers`` and whether it binds the read buffers
+        read-only, made and cached under ``key`` (the program's ``bindings_id`` and the regions)."""
+        regions = self._regions(buffers)
+        pipeline, layout = self._pipeline_for(program, regions)
+        entry = (self._bind_group(program, layout, regions), pipeline is not program.pipeline)
         cache = self._bind_groups
         if len(cache) >= BIND_GROUP_CACHE:
             del cache[next(iter(cache))]
-        cache[key] = bind_group
-        return bind_group
+        cache[key] = entry
+        return entry
 
     def _forget_page(self, page: int) -> None:
         """Drop the cached bind groups that bind a page being released."""
         cache = self._bind_groups
         for key in [k for k in cache if page in k[1::3]]:
             del cache[key]
+
+    def binds_read_only(self, compiled: Compiled, buffers: Sequence[Handle]) -> bool:
+        """Whether a launch of ``compiled`` with ``buffers`` binds its ``read`` buffers read-only
+        (with its read-only pipeline): when none of them lies in a page that a written buffer binds.
+
+        The memory pools cut small reservations from shared pages; those above the memory
+        properties' ``max_slice_size`` (16 MiB) get pages of their own.
+        """
+        program: WgslProgram = compiled.program
+        if len(buffers) != program.layout.n_buffers:
+            raise ValidationError(
+                f"kernel {compiled.kernel.name!r} takes {program.layout.n_buffers} buffers, "
+                f"got {len(buffers)}"
+            )
+        return self._pipeline_for(program, self._regions(buffers))[0] is not program.pipeline
 
     # ------------------------------------------------------------------ launches
     def execute(
@@ -258,7 +315,7 @@ class WgpuServer(ComputeServer):
             raise self.health.error()
         program: WgslProgram = compiled.program
         buffers = tuple(buffers)
-        key_list = [program.layout.id]
+        key_list = [program.bindings_id]
         try:
             for h in buffers:
                 st = h.token.storage  # type: ignore[union-attr]
@@ -268,14 +325,20 @@ class WgpuServer(ComputeServer):
                 self.check_handle(h, "buffer")
             raise
         key = tuple(key_list)
-        bind_group = self._bind_groups.get(key)
-        if bind_group is None:
+        entry = self._bind_groups.get(key)
+        if entry is None:
             if len(buffers) != program.layout.n_buffers:
                 raise ValidationError(
                     f"kernel {compiled.kernel.name!r} takes {program.layout.n_buffers} buffers, "
                     f"got {len(buffers)}"
                 )
-            bind_group = self._cached_bind_group(program, key, buffers)
+            entry = self._cached_bind_group(program, key, buffers)
+        bind_group, read_only = entry
+        pipeline = program.pipeline
+        if read_only:
+            # Another program of the same bindings may have made the bind group: build this one's.
+            built = program.read_only_pipeline
+            pipeline = built[0] if built is not None else self._read_only(program)[0]
         packer = program.scalars
         try:
             block = packer.packer.pack(*scalars) if packer is not None else None
@@ -288,7 +351,7 @@ class WgpuServer(ComputeServer):
             # Queued work holds the slice tokens, never the user's handles (which may be dropped).
             keep = tuple([h.token for h in buffers])
             self.scheduler.register(
-                stream_id, (DISPATCH, program.pipeline, bind_group, block, x, y, z, keep), buffers
+                stream_id, (DISPATCH, pipeline, bind_group, block, x, y, z, keep), buffers
             )
             return
         st = handle.memory().storage
@@ -298,7 +361,7 @@ class WgpuServer(ComputeServer):
                 f"CubeCount.dynamic needs its handle at a 4-byte aligned offset, got offset {handle.start}"
             )
         keep = (*[h.token for h in buffers], handle.token)
-        task = (INDIRECT, program.pipeline, bind_group, block, self._pages[st.id], offset, keep)
+        task = (INDIRECT, pipeline, bind_group, block, self._pages[st.id], offset, keep)
         self.scheduler.register(stream_id, task, (*buffers, handle))
 
     def new_replay(self, steps: Sequence[Step]) -> WgpuReplay | None:
@@ -350,7 +413,7 @@ class WgpuServer(ComputeServer):
         sshift, dshift = soff - sbase, doff - dbase
         words = (dshift + nbytes + 3) // 4
         bind_group = self._bind_group(
-            program, [(sbuf, sbase, _up4(sshift + nbytes)), (dbuf, dbase, words * 4)]
+            program, program.layout, [(sbuf, sbase, _up4(sshift + nbytes)), (dbuf, dbase, words * 4)]
         )
         assert program.scalars is not None
         block = program.scalars.packer.pack(sshift, dshift, nbytes, words)

@@ -31,14 +31,26 @@ def buffer_usage() -> int:
     return int(u.STORAGE | u.COPY_SRC | u.COPY_DST | u.INDIRECT)
 
 
+#: Reservations above this size get pages of their own (MemoryProperties.max_slice_size).
+MAX_SLICE_SIZE = 16 << 20
+
+
 def memory_properties(limits: dict[str, int]) -> MemoryProperties:
-    """Pages up to the largest storage binding (and buffer), aligned to the storage offset alignment."""
+    """Pages up to the largest storage binding (and buffer), aligned to the storage offset
+    alignment; reservations above :data:`MAX_SLICE_SIZE` in pages of their own.
+
+    Why own pages: a kernel's read buffers are bound read-only only where no page they lie in is
+    bound to a written buffer too (WebGPU forbids both in one dispatch; ``compiler.py`` says what
+    read-only binding gains). The default ladder cuts reservations up to a quarter of the largest
+    page from shared pages, so on the H100 std.matmul's three 64 MiB matrices of 4096^3 f32 shared
+    one. Small reservations keep sharing pages, where a new page would cost a ``create_buffer``.
+    """
     max_binding = int(limits["max-storage-buffer-binding-size"])
     max_buffer = int(limits.get("max-buffer-size", max_binding))
     align = max(4, int(limits["min-storage-buffer-offset-alignment"]))
     max_page = min(max_binding, max_buffer)
     max_page -= max_page % align
-    return MemoryProperties(max_page_size=max_page, alignment=align, total_memory=None)
+    return MemoryProperties(max_page_size=max_page, alignment=align, max_slice_size=MAX_SLICE_SIZE)
 
 
 class WgpuStorage(ComputeStorage):
@@ -51,6 +63,8 @@ class WgpuStorage(ComputeStorage):
         name = str((getattr(adapter, "info", None) or {}).get("device", "")) if adapter is not None else ""
         #: Whether the device was lost; shared with the server and its queue.
         self.health = DeviceHealth(device, name)
+        #: The device's paging, as :func:`memory_properties` read it.
+        self.properties = properties
         self.alignment = properties.alignment
         self.max_page_size = properties.max_page_size
         self.buffers: dict[int, Any] = {}

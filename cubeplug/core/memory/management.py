@@ -87,7 +87,11 @@ class MemoryManagement:
         self.alignment = math.lcm(max(1, storage.alignment), max(1, properties.alignment))
         self.max_page_size = properties.max_page_size
         self._source = PageSource(storage, limit, self.alignment)
-        options = default_pools(self.max_page_size, self.alignment) if pools is None else list(pools)
+        options = (
+            default_pools(self.max_page_size, self.alignment, properties.max_slice_size)
+            if pools is None
+            else list(pools)
+        )
         #: The ladder, in routing order.
         self.pool_options: tuple[PoolOptions, ...] = tuple(options)
         self._pools: list[MemoryPool] = [self._build(o) for o in options]
@@ -114,7 +118,9 @@ class MemoryManagement:
 
     def _build(self, options: PoolOptions) -> MemoryPool:
         if options.kind == "sliced":
-            return SlicedPool(self._source, options.page_size, options.max_slice_size, options.max_pages)
+            return SlicedPool(
+                self._source, options.page_size, options.max_slice_size, options.max_pages, options.near_full
+            )
         return ExclusivePool(self._source, options.max_slice_size, options.max_pages)
 
     # ------------------------------------------------------------------ reservations

@@ -29,6 +29,8 @@ class PoolOptions:
     page_size: int = 0
     #: At most this many pages (None: no cap); a full capped pool spills to the next pool.
     max_pages: int | None = None
+    #: Whether a sliced pool also takes sizes within 20 % of a page (above ``max_slice_size``).
+    near_full: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ("sliced", "exclusive"):
@@ -41,9 +43,12 @@ class PoolOptions:
             raise ValidationError(f"max_pages is at least 1 (or None), got {self.max_pages}")
 
     @classmethod
-    def sliced(cls, page_size: int, max_slice_size: int, max_pages: int | None = None) -> PoolOptions:
-        """A pool cutting pages of ``page_size`` into slices of at most ``max_slice_size``."""
-        return cls("sliced", max_slice_size, page_size, max_pages)
+    def sliced(
+        cls, page_size: int, max_slice_size: int, max_pages: int | None = None, near_full: bool = True
+    ) -> PoolOptions:
+        """A pool cutting pages of ``page_size`` into slices of at most ``max_slice_size`` (and, if
+        ``near_full``, of sizes that leave less than 20 % of a page unused)."""
+        return cls("sliced", max_slice_size, page_size, max_pages, near_full)
 
     @classmethod
     def exclusive(cls, max_alloc_size: int, max_pages: int | None = None) -> PoolOptions:
@@ -56,11 +61,18 @@ class PoolOptions:
             return True
         # Sliced pools also take sizes that leave less than 20 % of a page unused (CubeCL's rule).
         page = self.page_size
-        return self.kind == "sliced" and size <= page and (page - size) * 5 < page
+        return self.kind == "sliced" and self.near_full and size <= page and (page - size) * 5 < page
 
 
-def default_pools(max_page_size: int, alignment: int) -> list[PoolOptions]:
-    """CubeCL's ladder: a zero-size exclusive pool, sliced pools from small to large, an exclusive tail."""
+def default_pools(
+    max_page_size: int, alignment: int, max_slice_size: int | None = None
+) -> list[PoolOptions]:
+    """CubeCL's ladder: a zero-size exclusive pool, sliced pools from small to large, an exclusive tail.
+
+    With ``max_slice_size``, no sliced pool takes a larger reservation (nor one near a page's size
+    above it): those get pages of their own from the tail, and pools it leaves with nothing to take
+    are dropped.
+    """
     align = max(1, alignment)
     page_sizes: list[int] = []
     current = max_page_size
@@ -71,6 +83,13 @@ def default_pools(max_page_size: int, alignment: int) -> list[PoolOptions]:
     pools = [PoolOptions.exclusive(0)]
     # The k-th page size (k from 1, largest first) gets slices of at most page / 2**k.
     sliced = [PoolOptions.sliced(page, page // 2**k) for k, page in enumerate(page_sizes, start=1)]
+    if max_slice_size is not None:
+        capped: list[PoolOptions] = []
+        for o in reversed(sliced):  # smallest first
+            most = min(o.max_slice_size, max_slice_size)
+            if not capped or most > capped[-1].max_slice_size:
+                capped.append(PoolOptions.sliced(o.page_size, most, near_full=o.page_size <= max_slice_size))
+        sliced = capped[::-1]
     pools.extend(reversed(sliced))
     pools.append(PoolOptions.exclusive(max_page_size))
     return pools

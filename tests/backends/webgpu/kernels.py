@@ -30,6 +30,36 @@ AXPY = Kernel(
     cube_dim=128,
 )
 
+# AXPY's bindings (same params, one read) with another body: launches share AXPY's bind groups.
+AXMY = Kernel(
+    "axmy",
+    [Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("a", "f32"), Scalar("n", "u32")],
+    {
+        "wgsl": _MAIN
+        + """fn axmy(@builtin(global_invocation_id) g: vec3<u32>) {
+    let i = g.x;
+    if (i < scalars.n) { y[i] = y[i] - scalars.a * x[i]; }
+}
+"""
+    },
+    cube_dim=128,
+)
+
+# AXPY's layout with x written too (no read buffer): its bind groups are AXPY's layout, never read-only.
+XPY = Kernel(
+    "xpy",
+    [Buffer("x", "f32"), Buffer("y", "f32"), Scalar("a", "f32"), Scalar("n", "u32")],
+    {
+        "wgsl": _MAIN
+        + """fn xpy(@builtin(global_invocation_id) g: vec3<u32>) {
+    let i = g.x;
+    if (i < scalars.n) { y[i] = y[i] + x[i]; x[i] = scalars.a; }
+}
+"""
+    },
+    cube_dim=128,
+)
+
 FILL = Kernel(
     "fill",
     [Buffer("out", "f32", "write"), Scalar("value", "f32"), Scalar("n", "u32")],

@@ -21,6 +21,7 @@ from cubeplug.core.memory import (
     SliceToken,
     default_pools,
 )
+from cubeplug.core.storage import MemoryProperties
 from tests.core.memory.conftest import (
     FakeStorage,
     GiB,
@@ -72,6 +73,31 @@ E, S = PoolOptions.exclusive, PoolOptions.sliced
 )
 def test_default_ladder(max_page: int, alignment: int, ladder: list[PoolOptions]) -> None:
     assert default_pools(max_page, alignment) == ladder
+
+
+def test_a_max_slice_size_caps_the_sliced_pools() -> None:
+    # The 1 GiB pool would only repeat the 256 MiB one's 16 MiB: dropped; pages above 16 MiB take
+    # no near-full reservation (it would be above the cap).
+    assert default_pools(4 * GiB, 256, 16 * MiB) == [
+        E(0),
+        S(16 * MiB, MiB),
+        S(64 * MiB, 8 * MiB, near_full=False),
+        S(256 * MiB, 16 * MiB, near_full=False),
+        E(4 * GiB),
+    ]
+
+
+def test_the_properties_max_slice_size_gives_larger_reservations_pages_of_their_own(
+    storage: FakeStorage,
+) -> None:
+    capped = MemoryProperties(max_page_size=4 * GiB, alignment=256, max_slice_size=16 * MiB)
+    mm = MemoryManagement(storage, capped)
+    assert mm.pool_options == tuple(default_pools(4 * GiB, 256, 16 * MiB))
+    # 13 and 16 MiB fill most of a 16 MiB page; 12 MiB does not; above 16 MiB: the exclusive tail.
+    sizes = (13 * MiB, 12 * MiB, 16 * MiB, 16 * MiB + 1, 60 * MiB, 900 * MiB)
+    assert [pool_of(mm, n) for n in sizes] == [1, 3, 1, 4, 4, 4]
+    a, b = mm.reserve(20 * MiB), mm.reserve(20 * MiB)
+    assert a.storage.id != b.storage.id
 
 
 def pool_of(mm: MemoryManagement, size: int) -> int:

@@ -48,6 +48,13 @@ def test_accepts_max_slice_or_within_20_percent_of_a_page(
     assert PoolOptions.sliced(PAGE, 2 * KiB).accepts(size) is accepted
 
 
+@pytest.mark.parametrize("size", [2 * KiB + 1, 8 * KiB + 1, PAGE])
+def test_without_near_full_only_sizes_up_to_the_largest_slice(source: PageSource, size: int) -> None:
+    assert not SlicedPool(source, PAGE, 2 * KiB, near_full=False).accepts(size)
+    assert not PoolOptions.sliced(PAGE, 2 * KiB, near_full=False).accepts(size)
+    assert SlicedPool(source, PAGE, 2 * KiB, near_full=False).accepts(2 * KiB)
+
+
 def test_a_20_percent_size_takes_a_page_of_its_own(source: PageSource, storage: FakeStorage) -> None:
     pool = SlicedPool(source, PAGE, 2 * KiB)
     big = reserve(pool, 9 * KiB + 1)

@@ -58,7 +58,12 @@ class SlicedPool(LendingPool):
     kind = "sliced"
 
     def __init__(
-        self, source: PageSource, page_size: int, max_slice_size: int, max_pages: int | None = None
+        self,
+        source: PageSource,
+        page_size: int,
+        max_slice_size: int,
+        max_pages: int | None = None,
+        near_full: bool = True,
     ) -> None:
         super().__init__()
         self._source = source
@@ -66,6 +71,8 @@ class SlicedPool(LendingPool):
         self.page_size = source.align(page_size)
         self.max_slice_size = max_slice_size
         self.max_pages = max_pages
+        #: Whether sizes within 20 % of a page are taken too (:attr:`PoolOptions.near_full`).
+        self.near_full = near_full
         self._pages: list[_Page] = []
         #: Freed slices by size, most recent last; entries are checked when taken (lazy removal).
         self._free_sizes: dict[int, list[_Slice]] = {}
@@ -74,11 +81,12 @@ class SlicedPool(LendingPool):
 
     # ------------------------------------------------------------------ routing
     def accepts(self, size: int) -> bool:
-        """True for sizes up to the largest slice, or that leave less than 20 % of a page unused."""
+        """True for sizes up to the largest slice, or (``near_full``) that leave less than 20 % of a
+        page unused."""
         if size <= self.max_slice_size:
             return True
         page = self.page_size
-        return size <= page and (page - size) * 5 < page
+        return self.near_full and size <= page and (page - size) * 5 < page
 
     # ------------------------------------------------------------------ reservations
     def try_reserve(self, size: int) -> SliceToken | None:
