@@ -17,7 +17,7 @@ modes when the kernel is compiled, so writing a read buffer is a CompileError.
 Why the second pipeline: NVIDIA's Vulkan compiler schedules a kernel better when it knows the
 inputs are not written (the SPIR-V ``NonWritable`` decoration naga gives ``read`` bindings). On
 the H100, std.matmul's ``reg_8x16_vec_db16`` ran 42.2 TFLOP/s at 4096^3 f32 with ``read_write``
-inputs and 45.2 with ``read`` ones (``bench/results/matmul-vulkan-readonly-h100-2026-11-26.json``).
+inputs and 45.0 with ``read`` ones (``bench/results/matmul-vulkan-readonly-h100-2026-11-26.json``).
 
 A source whose first line is :data:`~cubeplug.core.wgsl.STRUCT_BUFFERS` gets each buffer as a
 struct holding its array (``p.data[i]``); the kernel language writes its sources so

@@ -174,6 +174,7 @@ class WgpuServer(ComputeServer):
         #: The scratch buffer of copies within one page (:meth:`_scratch_for`); None until one needs it.
         self._scratch: Any = None
         storage.on_dealloc = self._forget_page
+        self._closed = False
 
     # ------------------------------------------------------------------ device loss
     def _raise_lost(self, error: BaseException) -> None:
@@ -291,7 +292,7 @@ class WgpuServer(ComputeServer):
         (with its read-only pipeline): when none of them lies in a page that a written buffer binds.
 
         The memory pools cut small reservations from shared pages; those above the memory
-        properties' ``max_slice_size`` (16 MiB) get pages of their own.
+        properties' ``max_slice_size`` (8 MiB) get pages of their own.
         """
         program: WgslProgram = compiled.program
         if len(buffers) != program.layout.n_buffers:
@@ -654,7 +655,10 @@ class WgpuServer(ComputeServer):
         """Finish queued work, stop the completer thread, destroy the device's buffers, then the
         device itself: it was requested for this client (``plugin.cubeplug_compute_storage``), and
         destroying it stops wgpu's poll thread, which otherwise lives until the closed client is
-        collected (a thread and a device per closed client)."""
+        collected (a thread and a device per closed client). A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             if self.health.reason is None:  # a lost device has nothing left to finish
                 self.scheduler.flush_all()

@@ -32,7 +32,7 @@ def buffer_usage() -> int:
 
 
 #: Reservations above this size get pages of their own (MemoryProperties.max_slice_size).
-MAX_SLICE_SIZE = 16 << 20
+MAX_SLICE_SIZE = 8 << 20
 
 
 def memory_properties(limits: dict[str, int]) -> MemoryProperties:
@@ -43,7 +43,9 @@ def memory_properties(limits: dict[str, int]) -> MemoryProperties:
     bound to a written buffer too (WebGPU forbids both in one dispatch; ``compiler.py`` says what
     read-only binding gains). The default ladder cuts reservations up to a quarter of the largest
     page from shared pages, so on the H100 std.matmul's three 64 MiB matrices of 4096^3 f32 shared
-    one. Small reservations keep sharing pages, where a new page would cost a ``create_buffer``.
+    one. 8 MiB: a 2048 x 2048 f32 matrix (16 MiB) is above it, a 1024 x 1024 one (4 MiB) below.
+    Small reservations keep sharing pages: a new page costs a ``create_buffer`` (10-15 us on the
+    H100, ``cubeplug bench --only alloc``), where a pooled 1 MiB reservation costs about 1 us.
     """
     max_binding = int(limits["max-storage-buffer-binding-size"])
     max_buffer = int(limits.get("max-buffer-size", max_binding))

@@ -666,3 +666,12 @@ def test_close_stops_every_thread_of_the_client() -> None:
     other.close()
     left = [t for t in set(threading.enumerate()) - before if t.is_alive()]
     assert not left, f"threads still running after close: {left}"  # `other` is still referenced
+
+
+def test_closing_a_server_twice_does_nothing_the_second_time() -> None:
+    other = make_client()
+    h = other.create(np.arange(64, dtype=np.float32))
+    assert other.to_numpy(h, "f32")[5] == 5
+    server = other.server
+    other.close()
+    server.close()  # it raised: it flushed and waited on the destroyed device (wgpu validation error)
