@@ -350,7 +350,7 @@ REG_8X8_VEC_DB = RegBlock(128, 128, 8, 8, 8, True, stages=2, stage_a="scalar", i
 # one ran 37.9 TFLOP/s with lanes and 38.2 with squares under CUDA, 40.2 and 34.7 under NVIDIA
 # OpenCL, 25.5 and 25.2 on Vulkan; reg_8x16_vec_db16 40.3 and 39.1, 40.0 and 39.0, 28.2 and 28.1.
 # reg_8x8_vec_db keeps scalar loads: with lanes it ran 39.2 / 39.3 / 26.0 against 37.8 / 36.5 /
-# 31.1, and it is Vulkan's fastest candidate.
+# 31.1 (then Vulkan's fastest; its lanes twin is a candidate of its own now, below).
 REG_8X8_VEC_DB16 = RegBlock(128, 128, 16, 8, 8, True, stages=2, stage_a="lanes", index="i32")
 # 8 x 16 per unit (a 128 x 256 block): 6 vectors of shared memory read for 128 multiply-adds, where
 # 8 x 8 reads 4 for 64. 48 KiB of shared memory in f32 (CUDA's static limit). On the H200 at 4096^3
@@ -359,12 +359,14 @@ REG_8X16_VEC_DB16 = RegBlock(128, 256, 16, 8, 16, True, stages=2, stage_a="lanes
 # The same staging A in 4 x 4 squares. Since CUDA's shared-memory indices are int arithmetic
 # (lang/codegen_c.py, CGen.signed_index) it is CUDA's fastest at 4096^3 on the H100: 47.9 TFLOP/s
 # against 45.1 with lanes (bench/probes/matmul_blocks.py, matmul-blocks-cuda-h100-2026-11-26.json);
-# on Vulkan 37.5 against 36.2, where reg_8x8_vec_db16 stays the fastest (39.8).
+# on Vulkan 37.5 against 36.2 (both before Vulkan's struct buffers and read-only bindings, with
+# which reg_8x16_vec_db16 is Vulkan's fastest in f32: 44.95 TFLOP/s, reg_8x8_vec_db16 31.3;
+# matmul-vulkan-readonly-h100-2026-11-26.json).
 REG_8X16_VEC_DB16_SQ = dataclasses.replace(REG_8X16_VEC_DB16, stage_a="squares")
 # reg_8x8_vec_db staging A in lanes: Vulkan's fastest in f16 once the inputs are bound read-only
-# (webgpu/compiler.py): on the H100 at 4096^3 f16, 39.9 TFLOP/s against 38.3 for the best of the
-# others (bench/probes/matmul_blocks.py 4096 webgpu 3 --dtype=f16, its "8x8 bk8 lanes";
-# matmul-vulkan-readonly-h100-2026-11-26.json).
+# (webgpu/compiler.py): on the H100 at 4096^3 f16, 39.9 TFLOP/s (bench/probes/matmul_blocks.py
+# 4096 webgpu 3 --dtype=f16, its "8x8 bk8 lanes") against 38.3 for the best of std's other
+# candidates (reg_8x16_vec_db16_sq, --std --dtype=f16; matmul-vulkan-readonly-h100-2026-11-26.json).
 REG_8X8_VEC_DB_LANES = dataclasses.replace(REG_8X8_VEC_DB, stage_a="lanes")
 
 #: Every candidate's plan by name (the benchmarks launch them one by one).

@@ -6,18 +6,21 @@ The backend writes the declarations and the user's source provides the entry poi
 buffers, ``array<atomic<T>>`` for atomic ones); the scalars are one read-only storage struct bound
 after the buffers as ``scalars``; ``defines`` and the cube dim are ``const``\\ s.
 
-Each kernel has two pipelines. WebGPU forbids one buffer from being bound read-only and read-write
-in the same dispatch, and the memory pools put many slices in one page buffer, so the pipeline
-every launch can use is built from declarations that are all ``read_write``. A kernel with
-``read`` params (not atomic) also gets, at the first launch whose read buffers lie in no page that
-a written param binds, a pipeline that declares them ``var<storage, read>``: the server picks it
-per bind group (:meth:`WgslCompiler.read_only`). Its source also validates the declared access
-modes when the kernel is compiled, so writing a read buffer is a CompileError.
+WebGPU forbids one buffer from being bound read-only and read-write in the same dispatch, and the
+memory pools put many slices in one page buffer, so the pipeline every launch can use is built from
+declarations that are all ``read_write``. A kernel with ``read`` params (not atomic) also gets, at
+the first launch whose read buffers lie in no page that a written param binds, a second pipeline
+that declares them ``var<storage, read>``: the server picks it per bind group
+(:meth:`WgslCompiler.read_only`). Its source also validates the declared access modes when the
+kernel is compiled, so writing a read buffer is a CompileError.
 
-Why the second pipeline: NVIDIA's Vulkan compiler schedules a kernel better when it knows the
-inputs are not written (the SPIR-V ``NonWritable`` decoration naga gives ``read`` bindings). On
-the H100, std.matmul's ``reg_8x16_vec_db16`` ran 42.2 TFLOP/s at 4096^3 f32 with ``read_write``
-inputs and 45.0 with ``read`` ones (``bench/results/matmul-vulkan-readonly-h100-2026-11-26.json``).
+Why the second pipeline: it tells the driver the inputs are not written (the SPIR-V
+``NonWritable`` decoration naga gives ``read`` bindings), and NVIDIA's Vulkan compiler schedules
+some kernels better for it. On the H100, std.matmul's ``reg_8x16_vec_db16`` ran 42.2 TFLOP/s at
+4096^3 f32 with ``read_write`` inputs and 45.0 with ``read`` ones; others ran slower
+(``reg_8x8_vec_db16`` 37.3 -> 31.3; ``bench/results/matmul-vulkan-readonly-h100-2026-11-26.json``),
+which std's autotuning measures as they are bound. A kernel that should not get it declares the
+param ``read_write``.
 
 A source whose first line is :data:`~cubeplug.core.wgsl.STRUCT_BUFFERS` gets each buffer as a
 struct holding its array (``p.data[i]``); the kernel language writes its sources so
@@ -65,6 +68,7 @@ _LOCATION = re.compile(r"┌─ [^:\n]*:(\d+):(\d+)")
 _CARET = re.compile(r"\^+\s*(\S.*)$")
 _SCALAR_TYPE_NAMES = {"f16", "f32", "f64", "i32", "u32", "i64", "u64", "bool"}
 _layout_ids = itertools.count(1)
+_bindings_ids = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,7 @@ class BindLayout:
     read_only: tuple[bool, ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class WgslProgram:
     """A compiled WGSL kernel: the pipeline, its bind layout, the scalar packing and the sources.
 
@@ -375,7 +379,9 @@ class WgslCompiler:
             pipeline = self._pipeline(code, layout, unchecked, kernel.name, kernel.entry_point)
         except wgpu.GPUError as e:
             raise compile_error(kernel, run_header, source, e) from e
-        bindings_id = self._bindings_ids.setdefault((layout.id, reads), len(self._bindings_ids) + 1)
+        bindings_id = self._bindings_ids.get((layout.id, reads))
+        if bindings_id is None:
+            bindings_id = self._bindings_ids[layout.id, reads] = next(_bindings_ids)
         return WgslProgram(
             pipeline, layout, scalars, code, run_header.count("\n"), reads, read_only_source,
             unchecked, kernel.name, kernel.entry_point, bindings_id,
@@ -394,16 +400,24 @@ class WgslCompiler:
         the first call (a launch that can bind them so); wgpu.GPUError if the device fails it.
 
         The source compiled when the program did (it checked the access modes), so only a lost or
-        full device can fail here. Built on demand because most launches bind slices of shared
-        pages, where it cannot be used, and a pipeline costs a driver compile.
+        full device should fail here; then the program keeps its ``read_write`` pipeline for good
+        (``read_only_pipeline`` is set to it) and the error is raised. Built on demand because most
+        launches bind slices of shared pages, where it cannot be used, and a pipeline costs a
+        driver compile.
         """
+        import wgpu
+
         built = program.read_only_pipeline
         if built is None:
             assert program.read_only_source is not None
             layout = self.bind_layout(program.layout.buffer_sizes, program.layout.scalar_size, program.reads)
-            pipeline = self._pipeline(
-                program.read_only_source, layout, program.unchecked, program.label, program.entry_point
-            )
+            try:
+                pipeline = self._pipeline(
+                    program.read_only_source, layout, program.unchecked, program.label, program.entry_point
+                )
+            except wgpu.GPUError:
+                program.read_only_pipeline = (program.pipeline, program.layout)
+                raise
             built = program.read_only_pipeline = (pipeline, layout)
         return built
 

@@ -77,6 +77,13 @@ def _up4(n: int) -> int:
     return n + (-n) % 4
 
 
+def _check_count(compiled: Compiled, buffers: Sequence[Handle]) -> None:
+    """ValidationError unless ``buffers`` has one handle per buffer param of the kernel."""
+    expected = compiled.program.layout.n_buffers
+    if len(buffers) != expected:
+        raise ValidationError(f"kernel {compiled.kernel.name!r} takes {expected} buffers, got {len(buffers)}")
+
+
 def read_only_allowed(reads: Sequence[bool], buffers: Sequence[Any]) -> bool:
     """Whether the buffers ``reads`` marks can be bound read-only: WebGPU refuses a dispatch that
     binds one GPUBuffer both read-only and writable, so none of them may be a buffer (a page of the
@@ -168,7 +175,8 @@ class WgpuServer(ComputeServer):
             on_drop=WgpuQueue.fail_reads,
         )
         self.queue.committed = self.scheduler.committed  # the queue says how far a batch got
-        self._bind_groups: dict[tuple[int, ...], Any] = {}
+        #: (bindings id, page, offset, size per buffer) -> (bind group, whether it binds read-only).
+        self._bind_groups: dict[tuple[int, ...], tuple[Any, bool]] = {}
         self._empty = gpu.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE)
         self._copy: WgslProgram | None = None
         #: The scratch buffer of copies within one page (:meth:`_scratch_for`); None until one needs it.
@@ -250,22 +258,30 @@ class WgpuServer(ComputeServer):
                 regions.append((pages[st.id], offset, h.size))
         return regions
 
+    @staticmethod
+    def _may_bind_read_only(program: WgslProgram, regions: Sequence[tuple[Any, int, int]]) -> bool:
+        return program.read_only_source is not None and read_only_allowed(
+            program.reads, [region[0] for region in regions]
+        )
+
     def _pipeline_for(
         self, program: WgslProgram, regions: Sequence[tuple[Any, int, int]]
     ) -> tuple[Any, BindLayout]:
         """The pipeline and layout that bind ``regions``: the read-only ones where they can be."""
-        pages = [region[0] for region in regions]
-        if program.read_only_source is None or not read_only_allowed(program.reads, pages):
+        if not self._may_bind_read_only(program, regions):
             return program.pipeline, program.layout
         return self._read_only(program)
 
     def _read_only(self, program: WgslProgram) -> tuple[Any, BindLayout]:
+        """The program's read-only pipeline and layout; where the device failed to build it (and
+        was not lost), its ``read_write`` ones, as the compiler then keeps."""
         import wgpu
 
         try:
             return self.compiler.read_only(program)
         except wgpu.GPUError as e:
-            self._lost_or(e)
+            self._raise_lost(e)
+            return program.pipeline, program.layout
 
     def _cached_bind_group(
         self, program: WgslProgram, key: tuple[int, ...], buffers: Sequence[Handle]
@@ -295,12 +311,11 @@ class WgpuServer(ComputeServer):
         properties' ``max_slice_size`` (8 MiB) get pages of their own.
         """
         program: WgslProgram = compiled.program
-        if len(buffers) != program.layout.n_buffers:
-            raise ValidationError(
-                f"kernel {compiled.kernel.name!r} takes {program.layout.n_buffers} buffers, "
-                f"got {len(buffers)}"
-            )
-        return self._pipeline_for(program, self._regions(buffers))[0] is not program.pipeline
+        _check_count(compiled, buffers)
+        if not self._may_bind_read_only(program, self._regions(buffers)):
+            return False
+        built = program.read_only_pipeline  # None: not built yet, and asking does not build it
+        return built is None or built[0] is not program.pipeline
 
     # ------------------------------------------------------------------ launches
     def execute(
@@ -328,11 +343,7 @@ class WgpuServer(ComputeServer):
         key = tuple(key_list)
         entry = self._bind_groups.get(key)
         if entry is None:
-            if len(buffers) != program.layout.n_buffers:
-                raise ValidationError(
-                    f"kernel {compiled.kernel.name!r} takes {program.layout.n_buffers} buffers, "
-                    f"got {len(buffers)}"
-                )
+            _check_count(compiled, buffers)
             entry = self._cached_bind_group(program, key, buffers)
         bind_group, read_only = entry
         pipeline = program.pipeline
@@ -340,6 +351,8 @@ class WgpuServer(ComputeServer):
             # Another program of the same bindings may have made the bind group: build this one's.
             built = program.read_only_pipeline
             pipeline = built[0] if built is not None else self._read_only(program)[0]
+            if pipeline is program.pipeline:  # its read-only pipeline failed: a bind group to match
+                bind_group = self._bind_group(program, program.layout, self._regions(buffers))
         packer = program.scalars
         try:
             block = packer.packer.pack(*scalars) if packer is not None else None

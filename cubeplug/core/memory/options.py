@@ -73,6 +73,8 @@ def default_pools(
     above it): those get pages of their own from the tail, and pools it leaves with nothing to take
     are dropped.
     """
+    if max_slice_size is not None and max_slice_size < 1:
+        raise ValidationError(f"max_slice_size is a positive byte count (or None), got {max_slice_size}")
     align = max(1, alignment)
     page_sizes: list[int] = []
     current = max_page_size

@@ -30,20 +30,14 @@ AXPY = Kernel(
     cube_dim=128,
 )
 
-# AXPY's bindings (same params, one read) with another body: launches share AXPY's bind groups.
+# AXPY's bindings (its params, one read) with another body: launches share AXPY's bind groups.
 AXMY = Kernel(
     "axmy",
-    [Buffer("x", "f32", "read"), Buffer("y", "f32"), Scalar("a", "f32"), Scalar("n", "u32")],
-    {
-        "wgsl": _MAIN
-        + """fn axmy(@builtin(global_invocation_id) g: vec3<u32>) {
-    let i = g.x;
-    if (i < scalars.n) { y[i] = y[i] - scalars.a * x[i]; }
-}
-"""
-    },
+    AXPY.params,
+    {"wgsl": str(AXPY.sources["wgsl"]).replace("fn axpy", "fn axmy").replace("+ scalars.a", "- scalars.a")},
     cube_dim=128,
 )
+assert str(AXMY.sources["wgsl"]).count("y[i] - scalars.a") == 1
 
 # AXPY's layout with x written too (no read buffer): its bind groups are AXPY's layout, never read-only.
 XPY = Kernel(

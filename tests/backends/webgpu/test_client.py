@@ -142,27 +142,34 @@ def _big(client, value: float):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("mode", [ExecutionMode.CHECKED, ExecutionMode.UNCHECKED])
-def test_read_buffers_in_pages_of_their_own_are_bound_read_only(client, mode) -> None:  # type: ignore[no-untyped-def]
-    x, y = _big(client, 2.0), _big(client, 1.0)
-    assert x.memory().storage.id != y.memory().storage.id
-    server = client.server
-    axpy = server.compile_kernel(AXPY, mode)
-    assert server.binds_read_only(axpy, [x, y])
-    count = CubeCount(-(-BIG // 128))
-    launch = client.launch if mode is ExecutionMode.CHECKED else client.launch_unchecked
-    launch(AXPY, count, [x, y], [3.0, BIG])
-    np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 7, np.float32))
-    # A kernel of the same bindings reuses the bind group and builds its own read-only pipeline.
-    assert server.binds_read_only(server.compile_kernel(AXMY, mode), [x, y])
-    launch(AXMY, count, [x, y], [1.0, BIG])
-    np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 5, np.float32))
-    # The same layout with x written: never read-only, and not handed AXPY's bind group.
-    assert not server.binds_read_only(server.compile_kernel(XPY, mode), [x, y])
-    launch(XPY, count, [x, y], [4.0, BIG])
-    np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 7, np.float32))
-    np.testing.assert_array_equal(client.to_numpy(x, "f32"), np.full(BIG, 4, np.float32))
-    launch(AXPY, count, [x, y], [0.5, BIG])
-    np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 9, np.float32))
+def test_read_buffers_in_pages_of_their_own_are_bound_read_only(mode) -> None:  # type: ignore[no-untyped-def]
+    client = make_client()  # its own compile cache: no read-only pipeline built yet
+    try:
+        x, y = _big(client, 2.0), _big(client, 1.0)
+        assert x.memory().storage.id != y.memory().storage.id
+        server = client.server
+        axpy, axmy = server.compile_kernel(AXPY, mode), server.compile_kernel(AXMY, mode)
+        assert server.binds_read_only(axpy, [x, y])
+        assert axpy.program.read_only_pipeline is None  # asking builds nothing
+        count = CubeCount(-(-BIG // 128))
+        launch = client.launch if mode is ExecutionMode.CHECKED else client.launch_unchecked
+        launch(AXPY, count, [x, y], [3.0, BIG])
+        np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 7, np.float32))
+        assert axpy.program.read_only_pipeline is not None  # the launch built and used it
+        # A kernel of the same bindings finds AXPY's read-only bind group cached, and builds its
+        # own read-only pipeline at its launch.
+        launch(AXMY, count, [x, y], [1.0, BIG])
+        np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 5, np.float32))
+        assert axmy.program.read_only_pipeline is not None
+        # The same layout with x written: never read-only, and not handed AXPY's bind group.
+        assert not server.binds_read_only(server.compile_kernel(XPY, mode), [x, y])
+        launch(XPY, count, [x, y], [4.0, BIG])
+        np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 7, np.float32))
+        np.testing.assert_array_equal(client.to_numpy(x, "f32"), np.full(BIG, 4, np.float32))
+        launch(AXPY, count, [x, y], [0.5, BIG])
+        np.testing.assert_array_equal(client.to_numpy(y, "f32"), np.full(BIG, 9, np.float32))
+    finally:
+        client.close()
 
 
 def test_a_page_bound_read_and_written_is_bound_read_write(client) -> None:  # type: ignore[no-untyped-def]

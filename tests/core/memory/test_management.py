@@ -87,6 +87,12 @@ def test_a_max_slice_size_caps_the_sliced_pools() -> None:
     ]
 
 
+@pytest.mark.parametrize("bad", [0, -1])
+def test_a_max_slice_size_below_one_byte_is_refused(bad: int) -> None:
+    with pytest.raises(ValidationError, match="max_slice_size is a positive byte count"):
+        default_pools(4 * GiB, 256, bad)
+
+
 def test_the_properties_max_slice_size_gives_larger_reservations_pages_of_their_own(
     storage: FakeStorage,
 ) -> None:
