@@ -10,9 +10,9 @@ WebGPU forbids one buffer from being bound read-only and read-write in the same 
 memory pools put many slices in one page buffer, so the pipeline every launch can use is built from
 declarations that are all ``read_write``. A kernel with ``read`` params (not atomic) also gets, at
 the first launch whose read buffers lie in no page that a written param binds, a second pipeline
-that declares them ``var<storage, read>``: the server picks it per bind group
-(:meth:`WgslCompiler.read_only`). Its source also validates the declared access modes when the
-kernel is compiled, so writing a read buffer is a CompileError.
+that declares them ``var<storage, read>`` (:meth:`WgslCompiler.read_only`), chosen per bind
+group (:mod:`~cubeplug.backends.webgpu.bindings`). Its source also validates the declared access
+modes when the kernel is compiled, so writing a read buffer is a CompileError.
 
 Why the second pipeline: it tells the driver the inputs are not written (the SPIR-V
 ``NonWritable`` decoration naga gives ``read`` bindings), and NVIDIA's Vulkan compiler schedules

@@ -1,8 +1,9 @@
 """The WebGPU server: virtual streams on the core scheduler, batched into one submit per flush.
 
-A launch resolves its bind group (cached per binding set: page buffers, offsets and sizes), packs
-its scalars and queues a task; nothing reaches wgpu until the stream is flushed, read or synced,
-when :class:`~cubeplug.backends.webgpu.queue.WgpuQueue` encodes the whole batch at once.
+A launch resolves its bind group and pipeline (:mod:`~cubeplug.backends.webgpu.bindings`, cached
+per binding set: page buffers, offsets and sizes), packs its scalars and queues a task; nothing
+reaches wgpu until the stream is flushed, read or synced, when
+:class:`~cubeplug.backends.webgpu.queue.WgpuQueue` encodes the whole batch at once.
 Everything that could fail in the encoder is checked when the task is queued, so a bad argument is
 an error at the call that made it and never poisons a batch.
 
@@ -17,14 +18,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, NoReturn, cast
 
-from cubeplug.backends.webgpu.compiler import (
-    COPY_KERNEL,
-    DIALECTS,
-    BindLayout,
-    WgslCompiler,
-    WgslProgram,
-    wgsl_dtypes,
-)
+from cubeplug.backends.webgpu.bindings import BindGroups, up4
+from cubeplug.backends.webgpu.compiler import COPY_KERNEL, DIALECTS, WgslCompiler, WgslProgram, wgsl_dtypes
 from cubeplug.backends.webgpu.queue import (
     CLEAR,
     COPY,
@@ -60,8 +55,6 @@ from cubeplug.plugin import (
     unique_handles,
 )
 
-#: Bind groups kept per server before the oldest are dropped.
-BIND_GROUP_CACHE = 4096
 #: Tasks a virtual stream queues before it is submitted without an explicit flush.
 MAX_TASKS = 128
 #: Seconds after which a stream's batch submits itself at its next task: the GPU starts while the
@@ -73,23 +66,11 @@ MAX_AGE = 0.5e-3
 MIN_SCRATCH = 64 << 10
 
 
-def _up4(n: int) -> int:
-    return n + (-n) % 4
-
-
 def _check_count(compiled: Compiled, buffers: Sequence[Handle]) -> None:
     """ValidationError unless ``buffers`` has one handle per buffer param of the kernel."""
     expected = compiled.program.layout.n_buffers
     if len(buffers) != expected:
         raise ValidationError(f"kernel {compiled.kernel.name!r} takes {expected} buffers, got {len(buffers)}")
-
-
-def read_only_allowed(reads: Sequence[bool], buffers: Sequence[Any]) -> bool:
-    """Whether the buffers ``reads`` marks can be bound read-only: WebGPU refuses a dispatch that
-    binds one GPUBuffer both read-only and writable, so none of them may be a buffer (a page of the
-    pools) that an unmarked, written binding binds too."""
-    written = {id(b) for r, b in zip(reads, buffers) if not r}
-    return not any(r and id(b) in written for r, b in zip(reads, buffers))
 
 
 def describe_device(device: int, storage: WgpuStorage) -> DeviceSetup:
@@ -175,13 +156,14 @@ class WgpuServer(ComputeServer):
             on_drop=WgpuQueue.fail_reads,
         )
         self.queue.committed = self.scheduler.committed  # the queue says how far a batch got
-        #: (bindings id, page, offset, size per buffer) -> (bind group, whether it binds read-only).
-        self._bind_groups: dict[tuple[int, ...], tuple[Any, bool]] = {}
+        #: The launches' bind groups and which pipeline each was made for.
+        self.bind_groups = BindGroups(gpu, self.compiler, self.health, self.queue.arena)
+        self._bind_groups = self.bind_groups.cache  # the launch path's lookup, without an attribute
         self._empty = gpu.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE)
         self._copy: WgslProgram | None = None
         #: The scratch buffer of copies within one page (:meth:`_scratch_for`); None until one needs it.
         self._scratch: Any = None
-        storage.on_dealloc = self._forget_page
+        storage.on_dealloc = self.bind_groups.forget_page
         self._closed = False
 
     # ------------------------------------------------------------------ device loss
@@ -211,33 +193,6 @@ class WgpuServer(ComputeServer):
         except wgpu.GPUError as e:
             self._lost_or(e)
 
-    def _bind_group(
-        self, program: WgslProgram, layout: BindLayout, regions: Sequence[tuple[Any, int, int]]
-    ) -> Any:
-        """A new bind group of ``layout``: ``(buffer, offset, size)`` regions and the scalar arena."""
-        import wgpu
-
-        entries: list[dict[str, Any]] = [
-            {"binding": i, "resource": {"buffer": buffer, "offset": offset, "size": _up4(size)}}
-            for i, (buffer, offset, size) in enumerate(regions)
-        ]
-        if program.scalars is not None:
-            entries.append(
-                {
-                    "binding": len(regions),
-                    "resource": {
-                        "buffer": self.queue.arena,
-                        "offset": 0,
-                        "size": program.scalars.binding_size,
-                    },
-                }
-            )
-        try:
-            return self.gpu.create_bind_group(layout=layout.bind_group_layout, entries=entries)
-        except wgpu.GPUError as e:
-            self._raise_lost(e)
-            raise ValidationError(f"the buffers cannot be bound as given: {str(e).strip()}") from e
-
     def _regions(self, buffers: Sequence[Handle]) -> list[tuple[Any, int, int]]:
         """The ``(page buffer, offset, size)`` each handle binds (an empty one binds a buffer of
         the server's own, as WebGPU binds no zero-size region)."""
@@ -258,51 +213,6 @@ class WgpuServer(ComputeServer):
                 regions.append((pages[st.id], offset, h.size))
         return regions
 
-    @staticmethod
-    def _may_bind_read_only(program: WgslProgram, regions: Sequence[tuple[Any, int, int]]) -> bool:
-        return program.read_only_source is not None and read_only_allowed(
-            program.reads, [region[0] for region in regions]
-        )
-
-    def _pipeline_for(
-        self, program: WgslProgram, regions: Sequence[tuple[Any, int, int]]
-    ) -> tuple[Any, BindLayout]:
-        """The pipeline and layout that bind ``regions``: the read-only ones where they can be."""
-        if not self._may_bind_read_only(program, regions):
-            return program.pipeline, program.layout
-        return self._read_only(program)
-
-    def _read_only(self, program: WgslProgram) -> tuple[Any, BindLayout]:
-        """The program's read-only pipeline and layout; where the device failed to build it (and
-        was not lost), its ``read_write`` ones, as the compiler then keeps."""
-        import wgpu
-
-        try:
-            return self.compiler.read_only(program)
-        except wgpu.GPUError as e:
-            self._raise_lost(e)
-            return program.pipeline, program.layout
-
-    def _cached_bind_group(
-        self, program: WgslProgram, key: tuple[int, ...], buffers: Sequence[Handle]
-    ) -> tuple[Any, bool]:
-        """The bind group of a launch binding ``buffers`` and whether it binds the read buffers
-        read-only, made and cached under ``key`` (the program's ``bindings_id`` and the regions)."""
-        regions = self._regions(buffers)
-        pipeline, layout = self._pipeline_for(program, regions)
-        entry = (self._bind_group(program, layout, regions), pipeline is not program.pipeline)
-        cache = self._bind_groups
-        if len(cache) >= BIND_GROUP_CACHE:
-            del cache[next(iter(cache))]
-        cache[key] = entry
-        return entry
-
-    def _forget_page(self, page: int) -> None:
-        """Drop the cached bind groups that bind a page being released."""
-        cache = self._bind_groups
-        for key in [k for k in cache if page in k[1::3]]:
-            del cache[key]
-
     def binds_read_only(self, compiled: Compiled, buffers: Sequence[Handle]) -> bool:
         """Whether a launch of ``compiled`` with ``buffers`` binds its ``read`` buffers read-only
         (with its read-only pipeline): when none of them lies in a page that a written buffer binds.
@@ -312,7 +222,7 @@ class WgpuServer(ComputeServer):
         """
         program: WgslProgram = compiled.program
         _check_count(compiled, buffers)
-        if not self._may_bind_read_only(program, self._regions(buffers)):
+        if not self.bind_groups.may_bind_read_only(program, self._regions(buffers)):
             return False
         built = program.read_only_pipeline  # None: not built yet, and asking does not build it
         return built is None or built[0] is not program.pipeline
@@ -344,15 +254,15 @@ class WgpuServer(ComputeServer):
         entry = self._bind_groups.get(key)
         if entry is None:
             _check_count(compiled, buffers)
-            entry = self._cached_bind_group(program, key, buffers)
+            entry = self.bind_groups.entry(program, key, self._regions(buffers))
         bind_group, read_only = entry
         pipeline = program.pipeline
         if read_only:
             # Another program of the same bindings may have made the bind group: build this one's.
             built = program.read_only_pipeline
-            pipeline = built[0] if built is not None else self._read_only(program)[0]
+            pipeline = built[0] if built is not None else self.bind_groups.read_only(program)[0]
             if pipeline is program.pipeline:  # its read-only pipeline failed: a bind group to match
-                bind_group = self._bind_group(program, program.layout, self._regions(buffers))
+                bind_group = self.bind_groups.make(program, program.layout, self._regions(buffers))
         packer = program.scalars
         try:
             block = packer.packer.pack(*scalars) if packer is not None else None
@@ -426,8 +336,8 @@ class WgpuServer(ComputeServer):
         sbase, dbase = soff - soff % align, doff - doff % align
         sshift, dshift = soff - sbase, doff - dbase
         words = (dshift + nbytes + 3) // 4
-        bind_group = self._bind_group(
-            program, program.layout, [(sbuf, sbase, _up4(sshift + nbytes)), (dbuf, dbase, words * 4)]
+        bind_group = self.bind_groups.make(
+            program, program.layout, [(sbuf, sbase, up4(sshift + nbytes)), (dbuf, dbase, words * 4)]
         )
         assert program.scalars is not None
         block = program.scalars.packer.pack(sshift, dshift, nbytes, words)
@@ -443,7 +353,7 @@ class WgpuServer(ComputeServer):
 
     def _padding_free(self, handle: Handle, st: Any, nbytes: int) -> bool:
         """True when the bytes up to the next 4-byte boundary after the view are slice padding."""
-        return nbytes % 4 == 0 or (handle.end == 0 and handle.start + _up4(nbytes) <= st.size)
+        return nbytes % 4 == 0 or (handle.end == 0 and handle.start + up4(nbytes) <= st.size)
 
     def create(self, data: Any, stream_id: int) -> Handle:
         """Fresh memory has no queued work on it, so its bytes are written now (queue order)."""
@@ -515,7 +425,7 @@ class WgpuServer(ComputeServer):
                 continue
             buffer, offset, _ = self._region(h)
             base = offset - offset % 4
-            span = _up4(offset - base + size)
+            span = up4(offset - base + size)
             regions.append((buffer, base, span))
             parts.append((pos + offset - base, size))
             pos += span
@@ -539,7 +449,7 @@ class WgpuServer(ComputeServer):
         dbuf, doff, dst_st = self._region(dst)
         n = src.size
         if soff % 4 == 0 and doff % 4 == 0 and self._padding_free(dst, dst_st, n):
-            size = _up4(n)
+            size = up4(n)
             if sbuf is not dbuf:
                 task: tuple[Any, ...] = (COPY, sbuf, soff, dbuf, doff, size, src.memory(), dst.memory())
             else:
@@ -678,7 +588,7 @@ class WgpuServer(ComputeServer):
                 self.queue.wait_idle()
         finally:
             try:
-                self._bind_groups.clear()
+                self.bind_groups.clear()
                 self.queue.close()
                 self._empty.destroy()
                 if self._scratch is not None:

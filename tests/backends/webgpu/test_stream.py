@@ -52,13 +52,13 @@ def test_batches_cut_short_by_age_run_every_launch_once(client) -> None:  # type
 def test_bind_groups_are_reused_for_a_repeated_binding_set(client) -> None:  # type: ignore[no-untyped-def]
     x = client.create(np.zeros(64, np.int32))
     client.launch(ADD_ONE, 1, [x], [64])
-    cached = len(client.server._bind_groups)
+    cached = len(client.server.bind_groups.cache)
     for i in range(50):
         client.launch(ADD_ONE, 1, [x], [i])  # other scalars, same bindings
-    assert len(client.server._bind_groups) == cached
+    assert len(client.server.bind_groups.cache) == cached
     view = x.offset_start(client.capabilities.offset_alignment)
     client.launch(ADD_ONE, 1, [view], [8])  # another binding set: one more bind group
-    assert len(client.server._bind_groups) == cached + 1
+    assert len(client.server.bind_groups.cache) == cached + 1
     assert client.to_numpy(x, "i32")[0] == 1 + sum(1 for i in range(50) if i > 0)
 
 
