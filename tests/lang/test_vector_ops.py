@@ -245,6 +245,7 @@ def test_f16_math_on_vectors_and_scalars(client: Any) -> None:
     # to either side, and floor (and fmod) then differ by one from numpy's f32: those are left out.
     q = a / b
     clear = np.abs(q - np.round(q)) > 4e-3 * np.maximum(np.abs(q), 1)
+    assert clear.mean() > 0.9, "the test leaves out most of what it checks"
     np.testing.assert_allclose(got[clear], r[clear], rtol=1e-2, atol=1e-2)
     h = ss.astype(np.float32)
     want = np.sqrt(np.abs(h)) + np.maximum(h, 0) + np.floor(h / 2)

@@ -55,11 +55,6 @@ class BindGroups:
         #: The server's launch path reads it directly (a dict lookup a launch).
         self.cache: dict[tuple[int, ...], tuple[Any, bool]] = {}
 
-    def _raise_lost(self, error: BaseException) -> None:
-        lost = self.health.lost(error)
-        if lost is not None:
-            raise lost from error
-
     def make(self, program: WgslProgram, layout: BindLayout, regions: Sequence[Region]) -> Any:
         """A new bind group of ``layout``: the ``regions`` and the scalar arena; ValidationError
         where wgpu refuses them, DeviceLostError on a lost device."""
@@ -79,7 +74,7 @@ class BindGroups:
         try:
             return self.device.create_bind_group(layout=layout.bind_group_layout, entries=entries)
         except wgpu.GPUError as e:
-            self._raise_lost(e)
+            self.health.raise_lost(e)
             raise ValidationError(f"the buffers cannot be bound as given: {str(e).strip()}") from e
 
     @staticmethod
@@ -97,7 +92,7 @@ class BindGroups:
         try:
             return self.compiler.read_only(program)
         except wgpu.GPUError as e:
-            self._raise_lost(e)
+            self.health.raise_lost(e)
             return program.pipeline, program.layout
 
     def entry(

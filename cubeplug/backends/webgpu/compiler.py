@@ -88,13 +88,17 @@ class BindLayout:
     id: int
     bind_group_layout: Any
     pipeline_layout: Any
-    n_buffers: int
+    #: Each buffer binding's minimum size.
+    buffer_sizes: tuple[int, ...]
     #: Bytes of the scalars binding (0: the kernel has no scalars).
     scalar_size: int
-    #: Each buffer binding's minimum size.
-    buffer_sizes: tuple[int, ...] = ()
     #: Per buffer binding: whether it is ``read-only-storage`` (empty: none is).
     read_only: tuple[bool, ...] = ()
+
+    @property
+    def n_buffers(self) -> int:
+        """How many buffers a bind group of this layout binds."""
+        return len(self.buffer_sizes)
 
 
 @dataclass(slots=True, eq=False)
@@ -333,9 +337,7 @@ class WgslCompiler:
                 )
             bgl = self.device.create_bind_group_layout(entries=entries)
             pl = self.device.create_pipeline_layout(bind_group_layouts=[bgl])
-            layout = BindLayout(
-                next(_layout_ids), bgl, pl, len(buffer_sizes), scalar_size, buffer_sizes, read_only
-            )
+            layout = BindLayout(next(_layout_ids), bgl, pl, buffer_sizes, scalar_size, read_only)
             self._layouts[key] = layout
         return layout
 

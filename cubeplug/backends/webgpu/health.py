@@ -74,6 +74,13 @@ class DeviceHealth:
             self._probe()
         return self.error() if self.reason is not None else None
 
+    def raise_lost(self, error: BaseException) -> None:
+        """Raise DeviceLostError (from ``error``) when ``error`` comes from a lost device (see
+        :meth:`lost`); else return, for the caller to map ``error`` itself."""
+        lost = self.lost(error)
+        if lost is not None:
+            raise lost from error
+
     def mark(self, reason: str) -> None:
         """Record that the device was lost (the first reason is kept)."""
         if self.reason is None:

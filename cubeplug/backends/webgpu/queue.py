@@ -325,9 +325,7 @@ class WgpuQueue:
             enc.copy_buffer_to_buffer(self._fence_src, 0, staging, 0, 4)
             self._submit_segment(enc, 0, [(staging, future)])
         except Exception as e:
-            lost = health.lost(e)
-            if lost is not None:
-                raise lost from e
+            health.raise_lost(e)
             raise
         return future
 

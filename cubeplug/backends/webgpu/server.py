@@ -167,15 +167,9 @@ class WgpuServer(ComputeServer):
         self._closed = False
 
     # ------------------------------------------------------------------ device loss
-    def _raise_lost(self, error: BaseException) -> None:
-        """Raise DeviceLostError (and remember the loss) when ``error`` says the device was lost."""
-        lost = self.health.lost(error)
-        if lost is not None:
-            raise lost from error
-
     def _lost_or(self, error: BaseException) -> NoReturn:
         """Raise DeviceLostError for a lost-device ``error``, else ``error`` itself."""
-        self._raise_lost(error)
+        self.health.raise_lost(error)
         raise error
 
     # ------------------------------------------------------------------ kernels and bind groups
@@ -188,7 +182,7 @@ class WgpuServer(ComputeServer):
             return self.compiler.compile(kernel, dialect, mode)
         except CompileError as e:
             if e.__cause__ is not None:
-                self._raise_lost(e.__cause__)
+                self.health.raise_lost(e.__cause__)
             raise
         except wgpu.GPUError as e:
             self._lost_or(e)
@@ -477,7 +471,7 @@ class WgpuServer(ComputeServer):
         try:
             self._scratch = self.gpu.create_buffer(size=size, usage=usage)
         except wgpu.GPUError as e:
-            self._raise_lost(e)
+            self.health.raise_lost(e)
             try:  # a power of two may be too much: the exact size, once
                 self._scratch = self.gpu.create_buffer(size=nbytes, usage=usage)
             except wgpu.GPUError as e2:

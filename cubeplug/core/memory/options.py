@@ -57,11 +57,17 @@ class PoolOptions:
 
     def accepts(self, size: int) -> bool:
         """True if this pool takes a reservation of ``size`` bytes."""
-        if size <= self.max_slice_size:
-            return True
-        # Sliced pools also take sizes that leave less than 20 % of a page unused (CubeCL's rule).
-        page = self.page_size
-        return self.kind == "sliced" and self.near_full and size <= page and (page - size) * 5 < page
+        if self.kind == "sliced":
+            return slice_fits(size, self.max_slice_size, self.page_size, self.near_full)
+        return size <= self.max_slice_size
+
+
+def slice_fits(size: int, max_slice_size: int, page_size: int, near_full: bool) -> bool:
+    """Whether a sliced pool takes ``size`` bytes: up to its largest slice, and (``near_full``)
+    sizes that leave less than 20 % of a page unused (CubeCL's rule)."""
+    if size <= max_slice_size:
+        return True
+    return near_full and size <= page_size and (page_size - size) * 5 < page_size
 
 
 def default_pools(

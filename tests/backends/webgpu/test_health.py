@@ -172,6 +172,15 @@ def test_an_error_that_does_not_say_lost_is_checked_with_a_probe() -> None:
     assert health.reason == "Parent device is lost, wgpuDeviceCreateBuffer"
 
 
+def test_raise_lost_raises_only_for_a_lost_device() -> None:
+    health = DeviceHealth(FakeDevice())
+    health.raise_lost(RuntimeError("Validation Error: binding 0 is too small"))  # returns
+    cause = RuntimeError(LOST_MESSAGE)
+    with pytest.raises(DeviceLostError) as info:
+        health.raise_lost(cause)
+    assert info.value.__cause__ is cause and health.reason is not None
+
+
 def test_a_kernel_compiled_before_the_loss_is_not_run_after_it(lost_client) -> None:  # type: ignore[no-untyped-def]
     client, x = lost_client
     client.server.health.mark("destroyed by the test")

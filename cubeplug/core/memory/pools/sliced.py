@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from cubeplug.core.memory.options import slice_fits
 from cubeplug.core.memory.pages import PageSource
 from cubeplug.core.memory.pools.lending import LendingPool
 from cubeplug.core.memory.slice_token import SliceToken, lend
@@ -82,11 +83,8 @@ class SlicedPool(LendingPool):
     # ------------------------------------------------------------------ routing
     def accepts(self, size: int) -> bool:
         """True for sizes up to the largest slice, or (``near_full``) that leave less than 20 % of a
-        page unused."""
-        if size <= self.max_slice_size:
-            return True
-        page = self.page_size
-        return self.near_full and size <= page and (page - size) * 5 < page
+        page unused (:func:`~cubeplug.core.memory.options.slice_fits`)."""
+        return slice_fits(size, self.max_slice_size, self.page_size, self.near_full)
 
     # ------------------------------------------------------------------ reservations
     def try_reserve(self, size: int) -> SliceToken | None:
